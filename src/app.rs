@@ -1,0 +1,195 @@
+//! Wiring and lifecycle of `rankflow run`: compile the rules, open the HTTP
+//! listener first (so `/healthz` can say what is missing), connect to Redis
+//! and Kafka (retrying, one log line per attempt), run the consumer loop and
+//! the window trimmer, and shut down in order when told to.
+//!
+//! [`run`] takes the listener, the clock and the shutdown signal as
+//! arguments, so tests start a whole consumer in-process on `127.0.0.1:0`
+//! with a clock they control.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+
+use crate::api::{self, ApiState};
+use crate::board::BoardSet;
+use crate::clock::SharedClock;
+use crate::config::{Config, ConfigError};
+use crate::engine::Engine;
+use crate::event::{Decoder, SchemaBuildError};
+use crate::health::Health;
+use crate::reader::Reader;
+use crate::sink::store::Store;
+use crate::sink::trimmer;
+use crate::source::{self, Context, SourceError};
+use crate::telemetry;
+
+/// Why `run` could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Schema(#[from] SchemaBuildError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("metrics recorder: {0}")]
+    Metrics(String),
+    #[error("HTTP listener: {0}")]
+    Http(#[from] std::io::Error),
+}
+
+impl AppError {
+    /// Configuration problems exit with 2 (like `rankflow check`).
+    pub fn is_config(&self) -> bool {
+        matches!(self, AppError::Config(_))
+            || matches!(self, AppError::Source(e) if !e.is_retriable())
+    }
+}
+
+/// Runs the consumer until `shutdown` turns true.
+pub async fn run(
+    config: Config,
+    listener: tokio::net::TcpListener,
+    clock: SharedClock,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), AppError> {
+    let metrics = telemetry::install().map_err(AppError::Metrics)?;
+    let boards = Arc::new(BoardSet::compile(&config)?);
+    let decoder = Arc::new(Decoder::new(config.kafka.max_event_bytes)?);
+    // Fail on a bad [kafka.client] before doing anything else.
+    source::client_config(&config.kafka)?;
+    let health = Arc::new(Health::default());
+    let reader_slot = Arc::new(OnceLock::new());
+
+    let api_state = ApiState {
+        boards: boards.clone(),
+        clock: clock.clone(),
+        health: health.clone(),
+        metrics: metrics.clone(),
+        reader: reader_slot.clone(),
+    };
+    tracing::info!(listen = %listener.local_addr()?, "HTTP listener ready (/healthz, /metrics, /v1/boards).");
+    let mut http_shutdown = shutdown.clone();
+    let http = tokio::spawn(async move {
+        let served = axum::serve(listener, api::router(api_state))
+            .with_graceful_shutdown(async move {
+                let _ = http_shutdown.wait_for(|s| *s).await;
+            })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "HTTP listener failed.");
+        }
+    });
+    let upkeep_handle = metrics.clone();
+    let mut upkeep_shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(5)) => upkeep_handle.run_upkeep(),
+                _ = upkeep_shutdown.wait_for(|s| *s) => return,
+            }
+        }
+    });
+
+    let Some(store) = connect_redis(&config, &health, shutdown.clone()).await else {
+        let _ = http.await;
+        return Ok(());
+    };
+    let _ = reader_slot.set(Reader {
+        boards: boards.clone(),
+        store: store.clone(),
+        clock: clock.clone(),
+    });
+
+    let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+    let consumer = Arc::new(source::subscribe(
+        &config.kafka,
+        Context::new(events_tx, health.clone()),
+    )?);
+    tracing::info!(
+        brokers = %config.kafka.brokers,
+        group = %config.kafka.group_id,
+        topics = ?config.kafka.topics,
+        boards = boards.boards.len(),
+        "Consuming."
+    );
+
+    let trim_wanted = Arc::new(Notify::new());
+    let trim = tokio::spawn(trimmer::run(
+        store.clone(),
+        boards.clone(),
+        clock.clone(),
+        trim_wanted.clone(),
+        shutdown.clone(),
+    ));
+    let health_probe = tokio::spawn(probe_redis(store.clone(), health.clone(), shutdown.clone()));
+
+    Engine {
+        boards,
+        decoder,
+        store,
+        consumer,
+        rebalances: events_rx,
+        clock,
+        health,
+        batch: config.batch.clone(),
+        trim_wanted,
+    }
+    .run(shutdown)
+    .await;
+
+    let _ = trim.await;
+    let _ = health_probe.await;
+    let _ = http.await;
+    tracing::info!("Stopped.");
+    Ok(())
+}
+
+/// Connects to Redis, retrying with capped backoff and one log line per
+/// attempt; `None` when shutdown came first.
+async fn connect_redis(
+    config: &Config,
+    health: &Health,
+    mut shutdown: watch::Receiver<bool>,
+) -> Option<Store> {
+    let mut delay = Duration::from_millis(200);
+    let mut attempt = 1u32;
+    loop {
+        match Store::connect(&config.redis).await {
+            Ok(store) => {
+                health.redis_ok();
+                metrics::gauge!(telemetry::REDIS_UP).set(1.0);
+                tracing::info!(attempt, "Connected to Redis and loaded the apply script.");
+                return Some(store);
+            }
+            Err(e) => {
+                health.redis_failed(&format!("cannot connect: {e}"));
+                metrics::counter!(telemetry::REDIS_ERRORS, "kind" => e.kind()).increment(1);
+                metrics::gauge!(telemetry::REDIS_UP).set(0.0);
+                tracing::warn!(attempt, error = %e, retry_in_ms = delay.as_millis() as u64, "Redis is not reachable yet; retrying.");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.wait_for(|s| *s) => return None,
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+        attempt += 1;
+    }
+}
+
+/// Keeps `/healthz` honest while no batches flow: a PING every second.
+async fn probe_redis(store: Store, health: Arc<Health>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        match store.query::<String>(&redis::cmd("PING")).await {
+            Ok(_) => health.redis_ok(),
+            Err(e) => health.redis_failed(&format!("PING failed: {e}")),
+        }
+    }
+}

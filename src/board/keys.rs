@@ -1,0 +1,148 @@
+//! Redis key names (SPEC §3): `{prefix}:{<board>[:<scope>]}:<view>`, where the
+//! braces are a Redis Cluster hash tag so every key of one board instance
+//! (views, window helpers, offset fences) lives in one slot and one Lua call
+//! may touch them all.
+//!
+//! Scope values are percent-escaped (`%` `{` `}` `:` only) so that no value
+//! can end the hash tag early or add a key segment; everything else,
+//! including spaces and emoji, is kept as given.
+
+use std::borrow::Cow;
+
+/// Escapes a scope value for use inside the hash tag.
+pub fn escape_scope(scope: &str) -> Cow<'_, str> {
+    if !scope.contains(['%', '{', '}', ':']) {
+        return Cow::Borrowed(scope);
+    }
+    let mut out = String::with_capacity(scope.len() + 8);
+    for c in scope.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '{' => out.push_str("%7B"),
+            '}' => out.push_str("%7D"),
+            ':' => out.push_str("%3A"),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Inverse of [`escape_scope`]; `None` for text it cannot have produced.
+pub fn unescape_scope(escaped: &str) -> Option<String> {
+    let mut out = String::with_capacity(escaped.len());
+    let mut rest = escaped;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let code = rest.get(i + 1..i + 3)?;
+        out.push(match code {
+            "25" => '%',
+            "7B" => '{',
+            "7D" => '}',
+            "3A" => ':',
+            _ => return None,
+        });
+        rest = &rest[i + 3..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// The hash tag content of a board instance: `board` or `board:<escaped scope>`.
+pub fn instance_tag(board: &str, scope: Option<&str>) -> String {
+    match scope {
+        Some(s) => format!("{board}:{}", escape_scope(s)),
+        None => board.to_string(),
+    }
+}
+
+/// Splits a tag back into board name and scope (board names have no `:`).
+pub fn parse_tag(tag: &str) -> Option<(&str, Option<String>)> {
+    match tag.split_once(':') {
+        Some((board, scope)) => Some((board, Some(unescape_scope(scope)?))),
+        None => Some((tag, None)),
+    }
+}
+
+/// Key of one view of a board instance, e.g. `rankflow:{star_fans:u42}:day:2026-11-21`.
+pub fn view_key(prefix: &str, tag: &str, view: &str) -> String {
+    format!("{prefix}:{{{tag}}}:{view}")
+}
+
+/// The instance's offset fences (SPEC §4): `<topic>/<partition>` → offset.
+pub fn fence_key(prefix: &str, tag: &str) -> String {
+    format!("{prefix}:{{{tag}}}:off")
+}
+
+/// Registry of board instances that have windows, for the background trimmer.
+pub fn window_registry_key(prefix: &str) -> String {
+    format!("{prefix}:windows")
+}
+
+/// Lock that lets one consumer of the fleet run the background trim at a time.
+pub fn trim_lock_key(prefix: &str) -> String {
+    format!("{prefix}:trim-lock")
+}
+
+/// Partition positions applied to Redis: `<topic>/<partition>` → offset.
+pub fn positions_key(prefix: &str) -> String {
+    format!("{prefix}:positions")
+}
+
+/// Field naming a partition in fences and positions.
+pub fn partition_field(topic: &str, partition: i32) -> String {
+    format!("{topic}/{partition}")
+}
+
+/// Helper key beside a view key (`K:t`, `K:log`...).
+pub fn helper(view_key: &str, suffix: &str) -> String {
+    format!("{view_key}:{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn keys_have_the_spec_shape() {
+        assert_eq!(
+            view_key(
+                "rankflow",
+                &instance_tag("star_fans", Some("u42")),
+                "day:2026-11-21"
+            ),
+            "rankflow:{star_fans:u42}:day:2026-11-21"
+        );
+        assert_eq!(
+            view_key("rankflow", &instance_tag("b", None), "all"),
+            "rankflow:{b}:all"
+        );
+        assert_eq!(instance_tag("b", Some("a{b}:c%d")), "b:a%7Bb%7D%3Ac%25d");
+    }
+
+    #[test]
+    fn bad_escapes_are_rejected() {
+        assert_eq!(unescape_scope("a%2"), None);
+        assert_eq!(unescape_scope("a%41"), None);
+        assert_eq!(unescape_scope("a%3Ab").as_deref(), Some("a:b"));
+    }
+
+    proptest! {
+        #[test]
+        fn escaping_round_trips_and_keeps_the_tag_whole(s in "\\PC{0,40}") {
+            let e = escape_scope(&s);
+            prop_assert!(!e.contains(['{', '}', ':']), "escaped scope {} keeps a delimiter", e);
+            let back = unescape_scope(&e);
+            prop_assert_eq!(back.as_deref(), Some(s.as_str()));
+            let tag = instance_tag("b", Some(&s));
+            let (board, scope) = parse_tag(&tag).unwrap();
+            prop_assert_eq!(board, "b");
+            prop_assert_eq!(scope.as_deref(), Some(s.as_str()));
+            // The hash tag is exactly the text between the first `{` and the next `}`.
+            let key = view_key("p", &tag, "all");
+            let open = key.find('{').unwrap();
+            let close = key[open..].find('}').unwrap() + open;
+            prop_assert_eq!(&key[open + 1..close], tag.as_str());
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! Compiled boards: the `[[board]]` tables of the config turned, once at
+//! start-up, into expressions, views (periods with retention, windows),
+//! aggregate, tie-break and timezone. Every mistake is reported with the
+//! board's name and number and the field (and column, for expressions).
+
+use std::collections::HashSet;
+
+use chrono_tz::Tz;
+
+use super::duration::{Span, parse_fixed, parse_span};
+use super::period::PeriodKind;
+use super::score::{MAX_EXACT, MAX_TIE_TS, TieKey};
+use super::window::WindowSpec;
+use crate::config::{Aggregate, BoardConfig, Config, ConfigError, Order, TieBreak};
+use crate::event::EventType;
+use crate::rules::expr::{Expect, Program};
+
+/// Retention used when a board does not set one for a period kind.
+pub const DEFAULT_RETENTION: [(PeriodKind, &str); 5] = [
+    (PeriodKind::Hour, "2d"),
+    (PeriodKind::Day, "35d"),
+    (PeriodKind::Week, "10w"),
+    (PeriodKind::Month, "13mo"),
+    (PeriodKind::Year, "3y"),
+];
+
+/// One view of a board: a calendar period or a sliding window.
+#[derive(Debug, Clone)]
+pub enum ViewSpec {
+    Period {
+        kind: PeriodKind,
+        /// How long after its end a period's key lives; `None` for `all`.
+        retention: Option<Span>,
+    },
+    Window(WindowSpec),
+}
+
+impl ViewSpec {
+    /// The view as named in the API and CLI: `day`, `all`, `win:3h`.
+    pub fn name(&self) -> String {
+        match self {
+            ViewSpec::Period { kind, .. } => kind.name().to_string(),
+            ViewSpec::Window(w) => w.view(),
+        }
+    }
+}
+
+/// A compiled board.
+#[derive(Debug)]
+pub struct Board {
+    pub name: String,
+    pub event: EventType,
+    pub filter: Option<Program>,
+    pub member: Program,
+    pub score: Program,
+    pub scope: Option<Program>,
+    pub views: Vec<ViewSpec>,
+    pub aggregate: Aggregate,
+    pub tie: TieBreak,
+    pub order: Order,
+    pub tie_key: TieKey,
+    pub tz: Tz,
+}
+
+impl Board {
+    /// Whether views keep a per-member time hash (`K:t`).
+    pub fn needs_time(&self) -> bool {
+        self.tie != TieBreak::None || self.aggregate == Aggregate::Last
+    }
+
+    pub fn view(&self, name: &str) -> Option<&ViewSpec> {
+        self.views.iter().find(|v| v.name() == name)
+    }
+
+    pub fn has_windows(&self) -> bool {
+        self.views.iter().any(|v| matches!(v, ViewSpec::Window(_)))
+    }
+
+    /// Whether any view lives forever (`all`, or no retention): then the
+    /// instance's fences must too.
+    pub fn has_unbounded_view(&self) -> bool {
+        self.views.iter().any(|v| {
+            matches!(
+                v,
+                ViewSpec::Period {
+                    retention: None,
+                    ..
+                }
+            )
+        })
+    }
+
+    /// The exact value range this board guarantees, for `rankflow check`.
+    pub fn range_description(&self) -> String {
+        let values = format!(
+            "integer values exact in [-2^53, 2^53] = ±{}; larger totals are refused and counted, never rounded",
+            MAX_EXACT as i64
+        );
+        match self.tie {
+            TieBreak::None => values,
+            _ => format!(
+                "{values}; ties resolved to 1 ms for event times 1970-01-01 .. {} (tie key separate from the score)",
+                chrono::DateTime::from_timestamp_millis(MAX_TIE_TS)
+                    .map(|d| d.format("%Y-%m-%d").to_string())
+                    .unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// All boards of a config, indexed by the event type they consume.
+#[derive(Debug)]
+pub struct BoardSet {
+    pub boards: Vec<Board>,
+    by_event: [Vec<usize>; 3],
+    pub key_prefix: String,
+    pub future_skew_ms: i64,
+}
+
+impl BoardSet {
+    pub fn compile(config: &Config) -> Result<BoardSet, ConfigError> {
+        let default_tz = parse_tz(&config.timezone)
+            .map_err(|m| ConfigError::invalid("setting `timezone`", m))?;
+        let future_skew_ms = parse_fixed(&config.max_future_skew)
+            .map_err(|e| ConfigError::invalid("setting `max_future_skew`", e.to_string()))?;
+        let prefix = &config.redis.key_prefix;
+        if prefix.is_empty() || prefix.contains(['{', '}']) {
+            return Err(ConfigError::invalid(
+                "setting `redis.key_prefix`",
+                "must be non-empty and must not contain `{` or `}` (they delimit the hash tag)",
+            ));
+        }
+        if config.boards.is_empty() {
+            return Err(ConfigError::invalid(
+                "[[board]]",
+                "no boards are defined; add at least one [[board]] table",
+            ));
+        }
+        let mut boards = Vec::with_capacity(config.boards.len());
+        let mut names = HashSet::new();
+        for (i, b) in config.boards.iter().enumerate() {
+            let board = compile_board(i + 1, b, default_tz)?;
+            if !names.insert(board.name.clone()) {
+                return Err(ConfigError::invalid(
+                    location(i + 1, &b.name, "name"),
+                    "another board already has this name",
+                ));
+            }
+            boards.push(board);
+        }
+        let mut by_event: [Vec<usize>; 3] = Default::default();
+        for (i, b) in boards.iter().enumerate() {
+            by_event[b.event.index()].push(i);
+        }
+        Ok(BoardSet {
+            boards,
+            by_event,
+            key_prefix: prefix.clone(),
+            future_skew_ms,
+        })
+    }
+
+    /// Boards that consume `kind`, in config order.
+    pub fn for_event(&self, kind: EventType) -> &[usize] {
+        &self.by_event[kind.index()]
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Board> {
+        self.boards.iter().find(|b| b.name == name)
+    }
+}
+
+fn location(number: usize, name: &str, field: &str) -> String {
+    format!("board `{name}` (#{number}), field `{field}`")
+}
+
+fn parse_tz(name: &str) -> Result<Tz, String> {
+    name.parse::<Tz>()
+        .map_err(|_| format!("unknown IANA time zone {name:?} (e.g. \"UTC\", \"Asia/Shanghai\")"))
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && name.len() <= 64
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_'))
+}
+
+fn compile_board(number: usize, b: &BoardConfig, default_tz: Tz) -> Result<Board, ConfigError> {
+    let at = |field: &str| location(number, &b.name, field);
+    if !valid_name(&b.name) {
+        return Err(ConfigError::invalid(
+            at("name"),
+            "must match ^[a-z][a-z0-9_]{0,63}$",
+        ));
+    }
+    let event = EventType::parse(&b.event).ok_or_else(|| {
+        ConfigError::invalid(
+            at("event"),
+            format!("unknown event type {:?} (gift, score or play)", b.event),
+        )
+    })?;
+    let expr = |field: &str, src: &str, expect: Expect| {
+        Program::compile(src, expect).map_err(|e| {
+            ConfigError::invalid(
+                at(field),
+                format!("{} at column {} of {src:?}", e.message, e.position),
+            )
+        })
+    };
+    let filter = b
+        .filter
+        .as_deref()
+        .map(|s| expr("filter", s, Expect::Bool))
+        .transpose()?;
+    let member = expr("member", &b.member, Expect::String)?;
+    let score = expr("score", &b.score, Expect::Number)?;
+    let scope = b
+        .scope
+        .as_deref()
+        .map(|s| expr("scope", s, Expect::String))
+        .transpose()?;
+    let tz = match &b.timezone {
+        Some(name) => parse_tz(name).map_err(|m| ConfigError::invalid(at("timezone"), m))?,
+        None => default_tz,
+    };
+
+    for key in b.retention.keys() {
+        match PeriodKind::parse(key) {
+            Some(PeriodKind::All) | None => {
+                return Err(ConfigError::invalid(
+                    at("retention"),
+                    format!(
+                        "unknown key {key:?}: retention is set for hour, day, week, month or year"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let mut views = Vec::new();
+    let mut seen = HashSet::new();
+    for (i, p) in b.periods.iter().enumerate() {
+        let kind = PeriodKind::parse(p).ok_or_else(|| {
+            ConfigError::invalid(
+                format!("{}[{i}]", at("periods")),
+                format!("unknown period {p:?} (hour, day, week, month, year, all)"),
+            )
+        })?;
+        if !seen.insert(kind.name().to_string()) {
+            return Err(ConfigError::invalid(
+                format!("{}[{i}]", at("periods")),
+                format!("period {p:?} is listed twice"),
+            ));
+        }
+        let retention = if kind == PeriodKind::All {
+            None
+        } else {
+            let text = b
+                .retention
+                .get(kind.name())
+                .map(String::as_str)
+                .or_else(|| {
+                    DEFAULT_RETENTION
+                        .iter()
+                        .find(|(k, _)| *k == kind)
+                        .map(|(_, t)| *t)
+                })
+                .unwrap_or("35d");
+            Some(parse_span(text).map_err(|e| {
+                ConfigError::invalid(
+                    format!("{}.{}", at("retention"), kind.name()),
+                    e.to_string(),
+                )
+            })?)
+        };
+        views.push(ViewSpec::Period { kind, retention });
+    }
+    for (i, w) in b.windows.iter().enumerate() {
+        let spec = WindowSpec::parse(w)
+            .map_err(|e| ConfigError::invalid(format!("{}[{i}]", at("windows")), e.to_string()))?;
+        if !seen.insert(spec.view()) {
+            return Err(ConfigError::invalid(
+                format!("{}[{i}]", at("windows")),
+                format!(
+                    "another window of this board has length {} (views are named win:<length>)",
+                    spec.label
+                ),
+            ));
+        }
+        views.push(ViewSpec::Window(spec));
+    }
+    if views.is_empty() {
+        return Err(ConfigError::invalid(
+            at("periods"),
+            "the board has no views: list at least one period or window",
+        ));
+    }
+    let order = b.order.unwrap_or(match b.aggregate {
+        Aggregate::Min => Order::Asc,
+        _ => Order::Desc,
+    });
+    Ok(Board {
+        name: b.name.clone(),
+        event,
+        filter,
+        member,
+        score,
+        scope,
+        views,
+        aggregate: b.aggregate,
+        tie: b.tie_break,
+        order,
+        tie_key: TieKey::for_board(b.tie_break, order),
+        tz,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn compile(boards: &str) -> Result<BoardSet, ConfigError> {
+        let text = format!(
+            "[kafka]\nbrokers = \"b\"\ntopics = [\"t\"]\n[redis]\nurl = \"redis://x\"\n{boards}"
+        );
+        let config = Config::from_toml(&text, Path::new("t.toml"), Vec::new())?;
+        BoardSet::compile(&config)
+    }
+
+    const GOOD: &str = r#"
+        [[board]]
+        name = "fans"
+        event = "gift"
+        member = "sender_id"
+        score = "count * value"
+        scope = "receiver_id"
+        periods = ["day", "all"]
+        windows = ["3h/1m"]
+        tie_break = "earliest"
+    "#;
+
+    #[test]
+    fn a_good_board_compiles() {
+        let set = compile(GOOD).unwrap();
+        let b = &set.boards[0];
+        assert_eq!(b.views.len(), 3);
+        assert_eq!(b.views[2].name(), "win:3h");
+        assert!(b.needs_time());
+        assert!(b.has_unbounded_view());
+        assert_eq!(set.for_event(EventType::Gift), &[0]);
+        assert!(set.for_event(EventType::Play).is_empty());
+    }
+
+    fn error(boards: &str) -> String {
+        compile(boards).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn mistakes_name_the_board_field_and_position() {
+        let e = error(&GOOD.replace("count * value", "count * "));
+        assert!(e.contains("board `fans` (#1), field `score`"), "{e}");
+        assert!(e.contains("column"), "{e}");
+        let e = error(&GOOD.replace("\"day\"", "\"fortnight\""));
+        assert!(e.contains("field `periods`[0]"), "{e}");
+        let e = error(&GOOD.replace("name = \"fans\"", "name = \"Fans\""));
+        assert!(e.contains("field `name`"), "{e}");
+        let e = error(&GOOD.replace("3h/1m", "3h/7m"));
+        assert!(e.contains("field `windows`[0]"), "{e}");
+        let e = error(&format!("{GOOD}{GOOD}"));
+        assert!(e.contains("(#2)") && e.contains("already"), "{e}");
+        let e = error(&GOOD.replace("gift\"", "tip\""));
+        assert!(e.contains("field `event`"), "{e}");
+        let e = error(&GOOD.replace("tie_break = \"earliest\"", "retention = { all = \"1d\" }"));
+        assert!(e.contains("field `retention`"), "{e}");
+        let e = error(&GOOD.replace("tie_break = \"earliest\"", "timezone = \"Mars/Base\""));
+        assert!(e.contains("field `timezone`"), "{e}");
+    }
+
+    #[test]
+    fn min_boards_rank_ascending_by_default() {
+        let set =
+            compile(&GOOD.replace("tie_break = \"earliest\"", "aggregate = \"min\"")).unwrap();
+        assert_eq!(set.boards[0].order, Order::Asc);
+    }
+}

@@ -1,0 +1,254 @@
+//! The command line (SPEC §5): `run`, `check`, `produce`, `top`. Argument
+//! definitions and the two commands that only print (`check`, `top`); `run`
+//! and `produce` hand over to [`crate::app`] and [`crate::produce`].
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::board::BoardSet;
+use crate::board::keys;
+use crate::board::model::{Board, ViewSpec};
+use crate::board::period::{PeriodKind, period_of};
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::event::EventType;
+use crate::reader::{List, Query, Reader};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rankflow",
+    version,
+    about = "Kafka events to real-time leaderboards in Redis"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the consumer with its HTTP listener.
+    Run {
+        #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+        config: PathBuf,
+    },
+    /// Validate the config and rules; print every board with its keys.
+    Check {
+        #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+        config: PathBuf,
+    },
+    /// Send synthetic gift/score/play events to the configured topic.
+    Produce {
+        #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+        config: PathBuf,
+        /// Events to send (0 = until interrupted).
+        #[arg(long, default_value_t = 10_000)]
+        events: u64,
+        /// Events per second (0 = as fast as possible).
+        #[arg(long, default_value_t = 1_000)]
+        rate: u64,
+        /// Distinct senders / players (Zipf-skewed).
+        #[arg(long, default_value_t = 10_000)]
+        members: u64,
+        /// Distinct gift receivers (Zipf-skewed).
+        #[arg(long, default_value_t = 100)]
+        receivers: u64,
+        /// Distinct games (Zipf-skewed).
+        #[arg(long, default_value_t = 20)]
+        games: u64,
+        /// Event types, comma separated.
+        #[arg(long, default_value = "gift,score,play", value_delimiter = ',')]
+        types: Vec<String>,
+        /// Zipf exponent.
+        #[arg(long, default_value_t = 1.1)]
+        skew: f64,
+        /// Topic (default: the first configured topic).
+        #[arg(long)]
+        topic: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Print a board.
+    Top {
+        board: String,
+        /// `hour|day|week|month|year|all|win:<L>`
+        view: String,
+        #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+        config: PathBuf,
+        #[arg(long)]
+        scope: Option<String>,
+        /// Period id, e.g. `2026-W47` (default: the current one).
+        #[arg(long)]
+        period: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Redraw every second until interrupted.
+        #[arg(long)]
+        watch: bool,
+    },
+}
+
+/// The text `rankflow check` prints for a valid config.
+pub fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "config OK: {} board(s); topics {:?}; key prefix {:?}; batch {} events / {} ms",
+        boards.boards.len(),
+        config.kafka.topics,
+        boards.key_prefix,
+        config.batch.max_events,
+        config.batch.max_delay_ms
+    );
+    for b in &boards.boards {
+        describe_board(&mut out, boards, b, now);
+    }
+    out
+}
+
+fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
+    let tag = if b.scope.is_some() {
+        format!("{}:<scope>", b.name)
+    } else {
+        b.name.clone()
+    };
+    let _ = writeln!(out, "\nboard {} (event {})", b.name, b.event.name());
+    if let Some(f) = &b.filter {
+        let _ = writeln!(out, "  filter     {}", f.source());
+    }
+    let _ = writeln!(out, "  member     {}", b.member.source());
+    let _ = writeln!(out, "  score      {}", b.score.source());
+    if let Some(s) = &b.scope {
+        let _ = writeln!(out, "  scope      {}", s.source());
+    }
+    let _ = writeln!(
+        out,
+        "  aggregate  {:?}, tie_break {:?}, order {:?}, timezone {}",
+        b.aggregate,
+        b.tie,
+        b.order,
+        b.tz.name()
+    );
+    let _ = writeln!(out, "  range      {}", b.range_description());
+    let _ = writeln!(
+        out,
+        "  keys       {}",
+        keys::view_key(&boards.key_prefix, &tag, "<view>")
+    );
+    for v in &b.views {
+        match v {
+            ViewSpec::Period { kind, retention } => {
+                let current = period_of(*kind, now, b.tz);
+                let keep = match retention {
+                    Some(r) => format!("kept {r} after the period ends"),
+                    None => "kept forever".to_string(),
+                };
+                let key = keys::view_key(&boards.key_prefix, &tag, &current.view());
+                let _ = if *kind == PeriodKind::All {
+                    writeln!(out, "    {:<8} {key}  ({keep})", kind.name())
+                } else {
+                    writeln!(out, "    {:<8} {key}  (now; {keep})", kind.name())
+                };
+            }
+            ViewSpec::Window(w) => {
+                let key = keys::view_key(&boards.key_prefix, &tag, &w.view());
+                let _ = writeln!(
+                    out,
+                    "    {:<8} {key}  (window {}; helpers {key}:log, {key}:b:<bucket end>)",
+                    w.view(),
+                    w.text
+                );
+            }
+        }
+    }
+    for (field, program) in [
+        ("filter", b.filter.as_ref()),
+        ("member", Some(&b.member)),
+        ("score", Some(&b.score)),
+        ("scope", b.scope.as_ref()),
+    ] {
+        let Some(p) = program else { continue };
+        for f in p.fields() {
+            if !b.event.declared_fields().contains(&f.as_str()) {
+                let _ = writeln!(
+                    out,
+                    "  warning: {field} reads `{f}`, which the {} schema does not declare; events without it fail this rule",
+                    b.event.name()
+                );
+            }
+        }
+    }
+}
+
+/// Event types from their names.
+pub fn parse_types(names: &[String]) -> Result<Vec<EventType>, String> {
+    names
+        .iter()
+        .map(|n| EventType::parse(n.trim()).ok_or_else(|| format!("unknown event type {n:?}")))
+        .collect()
+}
+
+/// Renders a board page as a table.
+pub fn render(list: &List) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} {}{}{}  ({} members)",
+        list.board,
+        list.view,
+        list.period
+            .as_deref()
+            .map(|p| format!(" {p}"))
+            .unwrap_or_default(),
+        list.scope
+            .as_deref()
+            .map(|s| format!(" scope={s}"))
+            .unwrap_or_default(),
+        list.total
+    );
+    let _ = writeln!(out, "{:>5}  {:<32} {:>20}", "rank", "member", "score");
+    for e in &list.entries {
+        let score = if e.score.fract() == 0.0 {
+            format!("{}", e.score as i64)
+        } else {
+            format!("{}", e.score)
+        };
+        let _ = writeln!(out, "{:>5}  {:<32} {:>20}", e.rank, e.member, score);
+    }
+    out
+}
+
+/// `rankflow top`: one page, or a redraw every second with `--watch`.
+pub async fn top(
+    reader: &Reader,
+    q: &Query,
+    limit: usize,
+    watch: bool,
+) -> Result<(), crate::reader::ReadError> {
+    loop {
+        let list = reader.top(q, 0, limit).await?;
+        if watch {
+            // Clear the screen and home the cursor, so the board redraws in place.
+            print!("\x1b[2J\x1b[H");
+            let now = chrono::DateTime::from_timestamp_millis(reader.clock.now_ms())
+                .map(|t| t.format("%H:%M:%S").to_string())
+                .unwrap_or_default();
+            println!("rankflow top — {now} (Ctrl-C to stop)\n");
+        }
+        print!("{}", render(&list));
+        if !watch {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+    }
+}
+
+/// Current time for `check`.
+pub fn now_ms() -> i64 {
+    crate::clock::SystemClock.now_ms()
+}

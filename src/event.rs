@@ -1,0 +1,411 @@
+//! Input events (SPEC §1): decoding a Kafka message value into a validated
+//! [`Event`], with the JSON Schemas in `schemas/` as the source of truth.
+//!
+//! Decoding never panics. Every rejection is a [`DecodeError`] whose
+//! [`reason`](DecodeError::reason) is the stable code that goes into metrics
+//! and the dead-letter header `rankflow-error`.
+
+use serde_json::{Map, Value};
+
+/// Bytes an id may have (SPEC §1: strings of 1–128 bytes). JSON Schema's
+/// `maxLength` counts characters, so the byte limit is checked here as well.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// The three event types rules can consume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventType {
+    Gift,
+    Score,
+    Play,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 3] = [EventType::Gift, EventType::Score, EventType::Play];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EventType::Gift => "gift",
+            EventType::Score => "score",
+            EventType::Play => "play",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The schema text, compiled into the binary so validation cannot drift
+    /// from the files users read.
+    pub fn schema_text(self) -> &'static str {
+        match self {
+            EventType::Gift => include_str!("../schemas/gift.schema.json"),
+            EventType::Score => include_str!("../schemas/score.schema.json"),
+            EventType::Play => include_str!("../schemas/play.schema.json"),
+        }
+    }
+
+    /// Fields declared by this type's schema (for warnings about rules that
+    /// read fields producers are not known to send).
+    pub fn declared_fields(self) -> &'static [&'static str] {
+        const COMMON: [&str; 3] = ["type", "event_id", "ts"];
+        match self {
+            EventType::Gift => &[
+                COMMON[0],
+                COMMON[1],
+                COMMON[2],
+                "sender_id",
+                "receiver_id",
+                "gift_id",
+                "count",
+                "value",
+                "room_id",
+            ],
+            EventType::Score => &[
+                COMMON[0],
+                COMMON[1],
+                COMMON[2],
+                "user_id",
+                "game_id",
+                "points",
+                "duration_ms",
+                "revives",
+                "cleared",
+            ],
+            EventType::Play => &[
+                COMMON[0],
+                COMMON[1],
+                COMMON[2],
+                "user_id",
+                "game_id",
+                "duration_ms",
+            ],
+        }
+    }
+
+    /// Id fields: an integer there is used as its decimal string.
+    fn id_fields(self) -> &'static [&'static str] {
+        match self {
+            EventType::Gift => &["sender_id", "receiver_id", "gift_id", "room_id"],
+            EventType::Score | EventType::Play => &["user_id", "game_id"],
+        }
+    }
+
+    /// Integer fields: `3.0` is an integer to JSON Schema, so it is stored as
+    /// one and rules see the same kind whichever way the producer wrote it.
+    fn integer_fields(self) -> &'static [&'static str] {
+        match self {
+            EventType::Gift => &["count"],
+            EventType::Score => &["points", "duration_ms", "revives"],
+            EventType::Play => &["duration_ms"],
+        }
+    }
+}
+
+/// A decoded, schema-valid event.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub kind: EventType,
+    /// Producer's id (tracing, dead letters).
+    pub event_id: String,
+    /// Event time, ms since the Unix epoch.
+    pub ts: i64,
+    /// The whole object (ids normalized to strings), read by rules.
+    pub fields: Map<String, Value>,
+}
+
+/// Why a message is not a valid event.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("message of {size} bytes is larger than the limit of {max} bytes")]
+    TooLarge { size: usize, max: usize },
+    #[error("message is not valid UTF-8: {0}")]
+    Utf8(#[from] std::str::Utf8Error),
+    #[error("message is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("message is JSON but not an object")]
+    NotObject,
+    #[error("unknown event type {0:?} (expected gift, score or play)")]
+    UnknownType(String),
+    #[error("{0}")]
+    Schema(String),
+}
+
+impl DecodeError {
+    /// Stable reason code (metrics label, `rankflow-error` header).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            DecodeError::TooLarge { .. } => "too_large",
+            DecodeError::Utf8(_) => "invalid_utf8",
+            DecodeError::Json(_) => "invalid_json",
+            DecodeError::NotObject => "not_object",
+            DecodeError::UnknownType(_) => "unknown_type",
+            DecodeError::Schema(_) => "schema",
+        }
+    }
+}
+
+/// Compiled schemas plus limits; build once, share across tasks.
+pub struct Decoder {
+    validators: [jsonschema::Validator; 3],
+    max_bytes: usize,
+}
+
+impl std::fmt::Debug for Decoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decoder")
+            .field("max_bytes", &self.max_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The embedded schemas failed to compile: a build defect, reported rather
+/// than panicking so `check` can still say what happened.
+#[derive(Debug, thiserror::Error)]
+#[error("embedded schema for {kind} is invalid: {message}")]
+pub struct SchemaBuildError {
+    kind: &'static str,
+    message: String,
+}
+
+impl Decoder {
+    pub fn new(max_bytes: usize) -> Result<Decoder, SchemaBuildError> {
+        let build = |kind: EventType| -> Result<jsonschema::Validator, SchemaBuildError> {
+            let err = |message: String| SchemaBuildError {
+                kind: kind.name(),
+                message,
+            };
+            let schema: Value =
+                serde_json::from_str(kind.schema_text()).map_err(|e| err(e.to_string()))?;
+            jsonschema::draft202012::new(&schema).map_err(|e| err(e.to_string()))
+        };
+        Ok(Decoder {
+            validators: [
+                build(EventType::Gift)?,
+                build(EventType::Score)?,
+                build(EventType::Play)?,
+            ],
+            max_bytes,
+        })
+    }
+
+    /// Decodes and validates one message value.
+    pub fn decode(&self, payload: &[u8]) -> Result<Event, DecodeError> {
+        if payload.len() > self.max_bytes {
+            return Err(DecodeError::TooLarge {
+                size: payload.len(),
+                max: self.max_bytes,
+            });
+        }
+        // Checked separately so invalid UTF-8 gets its own reason rather
+        // than a generic JSON error.
+        let text = std::str::from_utf8(payload)?;
+        let value: Value = serde_json::from_str(text)?;
+        let Value::Object(mut fields) = value else {
+            return Err(DecodeError::NotObject);
+        };
+        let kind = match fields.get("type") {
+            Some(Value::String(t)) => {
+                EventType::parse(t).ok_or_else(|| DecodeError::UnknownType(t.clone()))?
+            }
+            Some(other) => {
+                return Err(DecodeError::Schema(format!(
+                    "/type: {other} is not a string"
+                )));
+            }
+            None => return Err(DecodeError::Schema("missing required field `type`".into())),
+        };
+        let object = Value::Object(fields);
+        if let Err(e) = self.validators[kind.index()].validate(&object) {
+            return Err(DecodeError::Schema(schema_message(&e)));
+        }
+        let Value::Object(taken) = object else {
+            return Err(DecodeError::NotObject);
+        };
+        fields = taken;
+        normalize(kind, &mut fields)?;
+        let event_id = match fields.get("event_id") {
+            Some(Value::String(s)) => s.clone(),
+            _ => return Err(DecodeError::Schema("/event_id: not a string".into())),
+        };
+        check_id_bytes("event_id", &event_id)?;
+        let ts = fields
+            .get("ts")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| DecodeError::Schema("/ts: not an integer".into()))?;
+        Ok(Event {
+            kind,
+            event_id,
+            ts,
+            fields,
+        })
+    }
+}
+
+fn schema_message(e: &jsonschema::ValidationError<'_>) -> String {
+    let path = e.instance_path().to_string();
+    let mut message = e.to_string();
+    // Messages quote the offending value; a 10 KB id would make a 10 KB
+    // header and log line, so keep them readable.
+    if message.len() > 300 {
+        let mut cut = 300;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push('…');
+    }
+    if path.is_empty() {
+        message
+    } else {
+        format!("{path}: {message}")
+    }
+}
+
+fn check_id_bytes(field: &str, id: &str) -> Result<(), DecodeError> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES {
+        return Err(DecodeError::Schema(format!(
+            "/{field}: id of {} bytes (ids are 1-{MAX_ID_BYTES} bytes)",
+            id.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Ids become strings (checked for byte length), integer fields become
+/// integers. The schema has already accepted the shapes.
+fn normalize(kind: EventType, fields: &mut Map<String, Value>) -> Result<(), DecodeError> {
+    for field in kind.id_fields() {
+        let Some(v) = fields.get_mut(*field) else {
+            continue;
+        };
+        match v {
+            Value::String(s) => check_id_bytes(field, s)?,
+            Value::Number(n) => {
+                let text = if let Some(i) = n.as_i64() {
+                    i.to_string()
+                } else if let Some(u) = n.as_u64() {
+                    u.to_string()
+                } else if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e18) {
+                    // Integral per JSON Schema (e.g. `7.0`): its integer text.
+                    format!("{f:.0}")
+                } else {
+                    return Err(DecodeError::Schema(format!("/{field}: not an integer id")));
+                };
+                *v = Value::String(text);
+            }
+            _ => {}
+        }
+    }
+    for field in kind.integer_fields() {
+        if let Some(v) = fields.get_mut(*field)
+            && let Some(f) = v.as_f64()
+            && !v.is_i64()
+            && f.fract() == 0.0
+            && f.abs() <= 9.007_199_254_740_992e15
+        {
+            *v = Value::from(f as i64);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec() -> Decoder {
+        Decoder::new(64 * 1024).unwrap()
+    }
+
+    fn gift() -> Value {
+        serde_json::json!({
+            "type": "gift", "event_id": "e1", "ts": 1_763_700_000_000i64,
+            "sender_id": "u1", "receiver_id": 42, "gift_id": "flower",
+            "count": 3, "value": 1.5, "extra": {"k": "v"}
+        })
+    }
+
+    fn reason(payload: &[u8]) -> &'static str {
+        dec().decode(payload).unwrap_err().reason()
+    }
+
+    #[test]
+    fn valid_gift_is_normalized() {
+        let e = dec().decode(gift().to_string().as_bytes()).unwrap();
+        assert_eq!(e.kind, EventType::Gift);
+        assert_eq!(e.ts, 1_763_700_000_000);
+        assert_eq!(e.fields["receiver_id"], "42");
+        assert_eq!(e.fields["extra"]["k"], "v");
+    }
+
+    #[test]
+    fn integral_floats_become_integers() {
+        let mut g = gift();
+        g["count"] = serde_json::json!(3.0);
+        g["sender_id"] = serde_json::json!(7.0);
+        let e = dec().decode(g.to_string().as_bytes()).unwrap();
+        assert!(e.fields["count"].is_i64());
+        assert_eq!(e.fields["sender_id"], "7");
+    }
+
+    #[test]
+    fn each_kind_of_bad_input_has_its_reason() {
+        assert_eq!(reason(b"not json"), "invalid_json");
+        assert_eq!(reason(b"[1,2]"), "not_object");
+        assert_eq!(reason(b"{\"type\":\"gift\""), "invalid_json");
+        assert_eq!(reason(b"\xff\xfe"), "invalid_utf8");
+        assert_eq!(reason(b"{\"type\":\"gift\",\"count\":NaN}"), "invalid_json");
+        assert_eq!(
+            reason(b"{\"type\":\"gift\",\"count\":1e400}"),
+            "invalid_json"
+        );
+        assert_eq!(reason(b"{\"type\":\"bogus\"}"), "unknown_type");
+        assert_eq!(reason(b"{\"event_id\":\"x\"}"), "schema");
+        let big = vec![b' '; 64 * 1024 + 1];
+        assert_eq!(reason(&big), "too_large");
+        let mut g = gift();
+        g["count"] = serde_json::json!(0);
+        assert_eq!(reason(g.to_string().as_bytes()), "schema");
+        let mut g = gift();
+        g["count"] = serde_json::json!("3");
+        assert_eq!(reason(g.to_string().as_bytes()), "schema");
+        let mut g = gift();
+        g.as_object_mut().unwrap().remove("sender_id");
+        assert_eq!(reason(g.to_string().as_bytes()), "schema");
+        let mut g = gift();
+        g["ts"] = serde_json::json!(-1);
+        assert_eq!(reason(g.to_string().as_bytes()), "schema");
+    }
+
+    #[test]
+    fn id_limits_are_bytes_not_characters() {
+        let mut g = gift();
+        // 100 characters, 400 bytes: the schema accepts it, the byte rule not.
+        g["sender_id"] = Value::String("😀".repeat(100));
+        let err = dec().decode(g.to_string().as_bytes()).unwrap_err();
+        assert_eq!(err.reason(), "schema");
+        assert!(err.to_string().contains("400 bytes"), "{err}");
+        g["sender_id"] = Value::String(String::new());
+        assert_eq!(reason(g.to_string().as_bytes()), "schema");
+        g["sender_id"] = Value::String("é".repeat(64));
+        assert!(dec().decode(g.to_string().as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn all_three_types_decode() {
+        let s = serde_json::json!({"type":"score","event_id":"s","ts":1,"user_id":"u","game_id":"g","points":-5});
+        assert_eq!(
+            dec().decode(s.to_string().as_bytes()).unwrap().kind,
+            EventType::Score
+        );
+        let p = serde_json::json!({"type":"play","event_id":"p","ts":1,"user_id":"u","game_id":"g","duration_ms":5});
+        assert_eq!(
+            dec().decode(p.to_string().as_bytes()).unwrap().kind,
+            EventType::Play
+        );
+    }
+}

@@ -1,0 +1,36 @@
+//! rankflow turns event streams in Kafka into real-time leaderboards in Redis.
+//!
+//! Data flows one way through these modules:
+//!
+//! - [`source`] — the Kafka consumer-group member: client properties,
+//!   rebalance and statistics callbacks.
+//! - [`event`] — decoding and validating a message against `schemas/`.
+//! - [`rules`] — the board rules (`filter`, `member`, `score`, `scope`),
+//!   compiled once by [`rules::expr`] and evaluated per event.
+//! - [`board`] — what a board is: views (periods, windows) and their time
+//!   math, Redis key names, score encoding, resolving an event to its views.
+//! - [`sink`] — batches, their pre-aggregation, the Lua apply script and the
+//!   Redis connection.
+//! - [`engine`] — the loop that ties the above together with backpressure,
+//!   retries and offset commits.
+//! - [`reader`], [`api`], [`cli`] — reading boards back: HTTP and the CLI.
+//! - [`app`] — wiring and lifecycle of `rankflow run`; [`produce`] — the
+//!   synthetic producer; [`config`], [`telemetry`], [`health`], [`clock`].
+//!
+//! The design notes users of the Redis data need are in `docs/`.
+
+pub mod api;
+pub mod app;
+pub mod board;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod engine;
+pub mod event;
+pub mod health;
+pub mod produce;
+pub mod reader;
+pub mod rules;
+pub mod sink;
+pub mod source;
+pub mod telemetry;

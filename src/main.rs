@@ -1,0 +1,193 @@
+//! The `rankflow` binary: parses the command line, sets up logging and
+//! signals, and hands over to the library. Exit codes: 0 success, 1 runtime
+//! failure, 2 invalid configuration or rules.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context as _;
+use clap::Parser;
+use rankflow::board::BoardSet;
+use rankflow::cli::{self, Cli, Command};
+use rankflow::clock::{SharedClock, SystemClock};
+use rankflow::config::Config;
+use rankflow::reader::{Query, Reader};
+use rankflow::sink::store::Store;
+use tokio::sync::watch;
+
+fn main() -> ExitCode {
+    rankflow::telemetry::init_logging();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn config_error(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::from(2)
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    let clock: SharedClock = Arc::new(SystemClock);
+    match command {
+        Command::Check { config } => {
+            let cfg = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => return Ok(config_error(e)),
+            };
+            let boards = match BoardSet::compile(&cfg) {
+                Ok(b) => b,
+                Err(e) => return Ok(config_error(format!("{}: {e}", config.display()))),
+            };
+            if let Err(e) = rankflow::source::client_config(&cfg.kafka) {
+                return Ok(config_error(format!("{}: {e}", config.display())));
+            }
+            print!("{}", cli::describe(&cfg, &boards, cli::now_ms()));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { config } => {
+            let cfg = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => return Ok(config_error(e)),
+            };
+            let listener = tokio::net::TcpListener::bind(&cfg.http.listen)
+                .await
+                .with_context(|| format!("cannot listen on {}", cfg.http.listen))?;
+            let (tx, rx) = watch::channel(false);
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                tracing::info!("Shutdown requested; draining the batch in hand.");
+                let _ = tx.send(true);
+            });
+            match rankflow::app::run(cfg, listener, clock, rx).await {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(e) if e.is_config() => Ok(config_error(format!("{}: {e}", config.display()))),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Command::Produce {
+            config,
+            events,
+            rate,
+            members,
+            receivers,
+            games,
+            types,
+            skew,
+            topic,
+            seed,
+        } => {
+            let cfg = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => return Ok(config_error(e)),
+            };
+            let types = match cli::parse_types(&types) {
+                Ok(t) => t,
+                Err(e) => return Ok(config_error(e)),
+            };
+            let Some(topic) = topic.or_else(|| cfg.kafka.topics.first().cloned()) else {
+                return Ok(config_error(
+                    "no topic: give --topic or configure kafka.topics",
+                ));
+            };
+            let options = rankflow::produce::Options {
+                brokers: cfg.kafka.brokers.clone(),
+                topic,
+                events,
+                rate,
+                members,
+                receivers,
+                games,
+                types,
+                skew,
+                seed,
+                client: Vec::new(),
+            };
+            let stop = Arc::new(AtomicBool::new(false));
+            let flag = stop.clone();
+            tokio::spawn(async move {
+                wait_for_signal().await;
+                flag.store(true, Ordering::SeqCst);
+            });
+            let sent = tokio::task::spawn_blocking(move || {
+                rankflow::produce::run(&options, clock, &|| stop.load(Ordering::SeqCst))
+            })
+            .await??;
+            println!("produced {sent} events");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Top {
+            board,
+            view,
+            config,
+            scope,
+            period,
+            limit,
+            watch,
+        } => {
+            let cfg = match Config::load(&config) {
+                Ok(c) => c,
+                Err(e) => return Ok(config_error(e)),
+            };
+            let boards = match BoardSet::compile(&cfg) {
+                Ok(b) => Arc::new(b),
+                Err(e) => return Ok(config_error(format!("{}: {e}", config.display()))),
+            };
+            let store = Store::connect(&cfg.redis)
+                .await
+                .context("cannot connect to Redis")?;
+            let reader = Reader {
+                boards,
+                store,
+                clock,
+            };
+            let q = Query {
+                board,
+                view,
+                scope,
+                period,
+            };
+            cli::top(&reader, &q, limit, watch).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// SIGTERM or SIGINT.
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,199 @@
+//! `rankflow produce`: a synthetic event generator for demos and benchmarks.
+//! Members, receivers and games are drawn from Zipf distributions, as real
+//! traffic is skewed (a few stars get most gifts); each message is keyed by
+//! its sender or user so one user's events stay in order on one partition.
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Zipf};
+use rdkafka::config::ClientConfig;
+use rdkafka::error::KafkaError;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
+
+use crate::clock::SharedClock;
+use crate::event::EventType;
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub brokers: String,
+    pub topic: String,
+    /// Events to send; 0 = until stopped.
+    pub events: u64,
+    /// Events per second; 0 = as fast as the broker takes them.
+    pub rate: u64,
+    /// Distinct senders / players.
+    pub members: u64,
+    /// Distinct gift receivers (stars).
+    pub receivers: u64,
+    /// Distinct games.
+    pub games: u64,
+    pub types: Vec<EventType>,
+    /// Zipf exponent of every id distribution.
+    pub skew: f64,
+    pub seed: u64,
+    /// Extra librdkafka properties.
+    pub client: Vec<(String, String)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProduceError {
+    #[error("invalid producer option: {0}")]
+    Options(String),
+    #[error("cannot create the Kafka producer: {0}")]
+    Client(KafkaError),
+    #[error("Kafka did not accept the events: {0}")]
+    Send(KafkaError),
+}
+
+const GIFTS: [(&str, f64, u32); 5] = [
+    ("flower", 1.0, 60),
+    ("heart", 2.0, 20),
+    ("rose", 5.0, 12),
+    ("rocket", 100.0, 6),
+    ("castle", 1000.0, 2),
+];
+
+/// Generates events; one per call.
+pub struct Generator {
+    rng: SmallRng,
+    members: Zipf<f64>,
+    receivers: Zipf<f64>,
+    games: Zipf<f64>,
+    types: Vec<EventType>,
+    seed: u64,
+    n: u64,
+}
+
+impl Generator {
+    pub fn new(o: &Options) -> Result<Generator, ProduceError> {
+        let zipf = |n: u64, what: &str| {
+            Zipf::new(n.max(1) as f64, o.skew)
+                .map_err(|e| ProduceError::Options(format!("{what}: {e}")))
+        };
+        if o.types.is_empty() {
+            return Err(ProduceError::Options("no event types to produce".into()));
+        }
+        Ok(Generator {
+            rng: SmallRng::seed_from_u64(o.seed),
+            members: zipf(o.members, "members")?,
+            receivers: zipf(o.receivers, "receivers")?,
+            games: zipf(o.games, "games")?,
+            types: o.types.clone(),
+            seed: o.seed,
+            n: 0,
+        })
+    }
+
+    /// The next event as (key, JSON payload).
+    pub fn next(&mut self, ts: i64) -> (String, String) {
+        self.n += 1;
+        let kind = self.types[self.rng.random_range(0..self.types.len())];
+        let event_id = format!("{}-{}", self.seed, self.n);
+        let user = format!("u{}", self.members.sample(&mut self.rng) as u64);
+        let game = format!("g{}", self.games.sample(&mut self.rng) as u64);
+        let value = match kind {
+            EventType::Gift => {
+                let receiver = self.receivers.sample(&mut self.rng) as u64;
+                let total: u32 = GIFTS.iter().map(|g| g.2).sum();
+                let mut pick = self.rng.random_range(0..total);
+                let mut gift = GIFTS[0];
+                for g in GIFTS {
+                    if pick < g.2 {
+                        gift = g;
+                        break;
+                    }
+                    pick -= g.2;
+                }
+                let count = if self.rng.random_range(0..10) == 0 {
+                    self.rng.random_range(2..100)
+                } else {
+                    1
+                };
+                serde_json::json!({
+                    "type": "gift", "event_id": event_id, "ts": ts,
+                    "sender_id": user, "receiver_id": format!("s{receiver}"),
+                    "gift_id": gift.0, "count": count, "value": gift.1,
+                    "room_id": format!("room{}", receiver % 50),
+                })
+            }
+            EventType::Score => {
+                let points: i64 = self.rng.random_range(-50..1000);
+                serde_json::json!({
+                    "type": "score", "event_id": event_id, "ts": ts,
+                    "user_id": user, "game_id": game, "points": points,
+                    "duration_ms": self.rng.random_range(10_000..600_000),
+                    "revives": self.rng.random_range(0..4),
+                    "cleared": self.rng.random_range(0..3) == 0,
+                })
+            }
+            EventType::Play => serde_json::json!({
+                "type": "play", "event_id": event_id, "ts": ts,
+                "user_id": user, "game_id": game,
+                "duration_ms": self.rng.random_range(1_000..3_600_000),
+            }),
+        };
+        (user, value.to_string())
+    }
+}
+
+/// Sends events until `opts.events` are out (or forever when 0, until
+/// `stop` returns true). Blocking: call from a blocking thread.
+pub fn run(
+    opts: &Options,
+    clock: SharedClock,
+    stop: &dyn Fn() -> bool,
+) -> Result<u64, ProduceError> {
+    let mut cc = ClientConfig::new();
+    cc.set("bootstrap.servers", &opts.brokers)
+        .set("linger.ms", "20")
+        .set("batch.num.messages", "10000")
+        .set("queue.buffering.max.messages", "500000")
+        .set("queue.buffering.max.kbytes", "262144");
+    for (k, v) in &opts.client {
+        cc.set(k, v);
+    }
+    let producer: ThreadedProducer<DefaultProducerContext> =
+        cc.create().map_err(ProduceError::Client)?;
+    let mut generator = Generator::new(opts)?;
+    let started = Instant::now();
+    let mut last_report = Instant::now();
+    let mut sent = 0u64;
+    while (opts.events == 0 || sent < opts.events) && !stop() {
+        if opts.rate > 0 {
+            let due = started.elapsed().as_secs_f64() * opts.rate as f64;
+            if (sent as f64) >= due {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+        }
+        let (key, payload) = generator.next(clock.now_ms());
+        let mut record = BaseRecord::to(&opts.topic).key(&key).payload(&payload);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err((e, _)) => return Err(ProduceError::Send(e)),
+            }
+        }
+        sent += 1;
+        if last_report.elapsed() >= Duration::from_secs(5) {
+            tracing::info!(
+                sent,
+                rate = (sent as f64 / started.elapsed().as_secs_f64()) as u64,
+                "Producing."
+            );
+            last_report = Instant::now();
+        }
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .map_err(ProduceError::Send)?;
+    Ok(sent)
+}

@@ -1,0 +1,531 @@
+//! Checker and lowering: syntax tree to the compact evaluation tree
+//! ([`Node`]), once per rule.
+//!
+//! Owns the static checks (unknown functions, arity, operand kinds that can
+//! never be valid, the caller's expected result kind), the resolution of
+//! dotted/indexed field paths into pre-split [`Path`]s, and constant folding
+//! of subtrees that do not read the event.
+
+use serde_json::Map;
+
+use super::eval;
+use super::parser::{Ast, AstKind, BinOp, UnOp};
+use super::value::{Arith, Cmp, Kinds, Value};
+use super::{CompileError, EvalError};
+
+/// The evaluation tree. Binary operators keep both operands in one box so
+/// that each node costs a single allocation and stays close in memory.
+#[derive(Debug)]
+pub(crate) enum Node {
+    Const(Value<'static>),
+    /// Read of an event field (possibly nested); the hot path.
+    Field(Path),
+    Has(Path),
+    Not(Box<Node>),
+    Neg(Box<Node>),
+    And(Box<[Node]>),
+    Or(Box<[Node]>),
+    Cond(Box<(Node, Node, Node)>),
+    Arith(Arith, Box<(Node, Node)>),
+    Cmp(Cmp, Box<(Node, Node)>),
+    In(Box<(Node, Node)>),
+    /// Indexing whose base is not a plain path or whose index is dynamic.
+    Index(Box<(Node, Node)>),
+    /// Field selection on a computed object (e.g. `(c ? a : b).x`).
+    Select(Box<Node>, Box<str>),
+    List(Box<[Node]>),
+    Call(Func, Box<[Node]>),
+}
+
+/// Built-in functions other than `has` (which takes a path, not a value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Func {
+    String,
+    Int,
+    Double,
+    Size,
+    Min,
+    Max,
+}
+
+impl Func {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Func::String => "string",
+            Func::Int => "int",
+            Func::Double => "double",
+            Func::Size => "size",
+            Func::Min => "min",
+            Func::Max => "max",
+        }
+    }
+}
+
+/// A field path resolved at compile time: the top-level key, then nested
+/// keys / array indexes.
+#[derive(Debug, Clone)]
+pub(crate) struct Path {
+    pub root: Box<str>,
+    pub segs: Box<[Seg]>,
+    /// The path as written, for `NoSuchField` messages.
+    pub text: Box<str>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Seg {
+    Key(Box<str>),
+    Index(usize),
+}
+
+impl Path {
+    fn push(&self, seg: Seg) -> Path {
+        let text = match &seg {
+            Seg::Key(k) if is_ident(k) => format!("{}.{k}", self.text),
+            Seg::Key(k) => format!("{}[{k:?}]", self.text),
+            Seg::Index(i) => format!("{}[{i}]", self.text),
+        };
+        let mut segs = self.segs.to_vec();
+        segs.push(seg);
+        Path {
+            root: self.root.clone(),
+            segs: segs.into_boxed_slice(),
+            text: text.into_boxed_str(),
+        }
+    }
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// A compiled subtree with what the checker knows about it.
+struct Compiled {
+    node: Node,
+    kinds: Kinds,
+    /// True if the subtree never reads the event (a folding candidate).
+    pure: bool,
+}
+
+pub(crate) struct Compiler {
+    /// Top-level fields read, in order of first use.
+    pub fields: Vec<String>,
+    /// Guarded constant subtrees whose evaluation failed, innermost first,
+    /// so that an expression that always fails is reported where it fails.
+    fold_failures: Vec<(usize, EvalError)>,
+    /// Number of enclosing `&&`/`||` operands and `?:` branches.
+    guards: usize,
+    empty: Map<String, serde_json::Value>,
+}
+
+fn err(pos: usize, message: impl Into<String>) -> CompileError {
+    CompileError {
+        position: pos,
+        message: message.into(),
+    }
+}
+
+fn mismatch(pos: usize, op: &str, l: Kinds, r: Kinds) -> CompileError {
+    err(pos, format!("cannot apply '{op}' to {l} and {r}"))
+}
+
+impl Compiler {
+    pub(crate) fn new() -> Compiler {
+        Compiler {
+            fields: Vec::new(),
+            fold_failures: Vec::new(),
+            guards: 0,
+            empty: Map::new(),
+        }
+    }
+
+    /// Compiles the whole tree; returns the node and its static kinds.
+    pub(crate) fn compile_root(&mut self, ast: &Ast) -> Result<(Node, Kinds), CompileError> {
+        let c = self.compile(ast)?;
+        Ok((c.node, c.kinds))
+    }
+
+    fn note_field(&mut self, root: &str) {
+        if !self.fields.iter().any(|f| f == root) {
+            self.fields.push(root.to_owned());
+        }
+    }
+
+    /// Folds a pure subtree to a constant when it evaluates successfully.
+    /// If it fails and nothing around it can skip or absorb the error (no
+    /// enclosing `&&`, `||` or `?:` branch), every evaluation would fail, so
+    /// that is a compile error.
+    fn finish(
+        &mut self,
+        node: Node,
+        kinds: Kinds,
+        pure: bool,
+        pos: usize,
+    ) -> Result<Compiled, CompileError> {
+        if !pure || matches!(node, Node::Const(_)) {
+            return Ok(Compiled { node, kinds, pure });
+        }
+        match eval::eval(&node, &self.empty).map(Value::into_static) {
+            Ok(Some(v)) => {
+                let kinds = Kinds::of(v.kind());
+                Ok(Compiled {
+                    node: Node::Const(v),
+                    kinds,
+                    pure,
+                })
+            }
+            Ok(None) => Ok(Compiled { node, kinds, pure }),
+            Err(e) if self.guards == 0 => {
+                // Report where the error arises: the innermost subtree that
+                // failed the same way, if any.
+                let pos = self
+                    .fold_failures
+                    .iter()
+                    .find(|(_, f)| *f == e)
+                    .map_or(pos, |(p, _)| *p);
+                Err(err(pos, format!("expression always fails: {e}")))
+            }
+            Err(e) => {
+                self.fold_failures.push((pos, e));
+                Ok(Compiled { node, kinds, pure })
+            }
+        }
+    }
+
+    /// Compiles a subtree whose errors may be skipped or absorbed.
+    fn guarded(&mut self, ast: &Ast) -> Result<Compiled, CompileError> {
+        self.guards += 1;
+        let result = self.compile(ast);
+        self.guards -= 1;
+        result
+    }
+
+    fn compile(&mut self, ast: &Ast) -> Result<Compiled, CompileError> {
+        let pos = ast.pos;
+        let leaf = |v: Value<'static>| {
+            let kinds = Kinds::of(v.kind());
+            Ok(Compiled {
+                node: Node::Const(v),
+                kinds,
+                pure: true,
+            })
+        };
+        match &ast.kind {
+            AstKind::Null => leaf(Value::Null),
+            AstKind::Bool(b) => leaf(Value::Bool(*b)),
+            AstKind::Int(i) => match i64::try_from(*i) {
+                Ok(i) => leaf(Value::Int(i)),
+                Err(_) => Err(err(pos, "integer literal out of range")),
+            },
+            AstKind::Double(d) => leaf(Value::Double(*d)),
+            AstKind::Str(s) => leaf(Value::Str(s.clone().into())),
+            AstKind::Ident(name) => {
+                self.note_field(name);
+                Ok(Compiled {
+                    node: Node::Field(Path {
+                        root: name.as_str().into(),
+                        segs: Box::new([]),
+                        text: name.as_str().into(),
+                    }),
+                    kinds: Kinds::ANY,
+                    pure: false,
+                })
+            }
+            AstKind::Select(base, name) => {
+                let base = self.compile(base)?;
+                if let Node::Field(path) = &base.node {
+                    let path = path.push(Seg::Key(name.as_str().into()));
+                    return Ok(Compiled {
+                        node: Node::Field(path),
+                        kinds: Kinds::ANY,
+                        pure: false,
+                    });
+                }
+                if !base.kinds.has(Kinds::OBJECT | Kinds::NULL) {
+                    return Err(err(
+                        pos,
+                        format!("cannot select field '{name}' from {}", base.kinds),
+                    ));
+                }
+                let node = Node::Select(Box::new(base.node), name.as_str().into());
+                self.finish(node, Kinds::ANY, base.pure, pos)
+            }
+            AstKind::Index(base, index) => self.index(base, index, pos),
+            AstKind::Call(name, args) => self.call(name, args, pos),
+            AstKind::List(items) => {
+                let mut nodes = Vec::with_capacity(items.len());
+                let mut pure = true;
+                for item in items {
+                    let c = self.compile(item)?;
+                    pure &= c.pure;
+                    nodes.push(c.node);
+                }
+                let node = Node::List(nodes.into_boxed_slice());
+                self.finish(node, Kinds::LIST, pure, pos)
+            }
+            AstKind::Unary(op, operand) => {
+                let c = self.compile(operand)?;
+                let (node, kinds) = match op {
+                    UnOp::Not => {
+                        if !c.kinds.has(Kinds::BOOL) {
+                            return Err(err(pos, format!("cannot apply '!' to {}", c.kinds)));
+                        }
+                        (Node::Not(Box::new(c.node)), Kinds::BOOL)
+                    }
+                    UnOp::Neg => {
+                        if !c.kinds.has(Kinds::NUM) {
+                            return Err(err(pos, format!("cannot apply '-' to {}", c.kinds)));
+                        }
+                        (Node::Neg(Box::new(c.node)), c.kinds.meet(Kinds::NUM))
+                    }
+                };
+                self.finish(node, kinds, c.pure, pos)
+            }
+            AstKind::Binary(op, l, r) => self.binary(*op, l, r, pos),
+            AstKind::And(items) | AstKind::Or(items) => {
+                let is_and = matches!(ast.kind, AstKind::And(_));
+                let mut nodes = Vec::with_capacity(items.len());
+                let mut pure = true;
+                for item in items {
+                    let c = self.guarded(item)?;
+                    if !c.kinds.has(Kinds::BOOL) {
+                        let op = if is_and { "&&" } else { "||" };
+                        return Err(err(
+                            pos,
+                            format!("operands of '{op}' must be bool, found {}", c.kinds),
+                        ));
+                    }
+                    pure &= c.pure;
+                    nodes.push(c.node);
+                }
+                let nodes = nodes.into_boxed_slice();
+                let node = if is_and {
+                    Node::And(nodes)
+                } else {
+                    Node::Or(nodes)
+                };
+                self.finish(node, Kinds::BOOL, pure, pos)
+            }
+            AstKind::Cond(c, a, b) => {
+                let c = self.compile(c)?;
+                if !c.kinds.has(Kinds::BOOL) {
+                    return Err(err(
+                        pos,
+                        format!("condition of '?:' must be bool, found {}", c.kinds),
+                    ));
+                }
+                let a = self.guarded(a)?;
+                let b = self.guarded(b)?;
+                let pure = c.pure && a.pure && b.pure;
+                let kinds = a.kinds.union(b.kinds);
+                let node = Node::Cond(Box::new((c.node, a.node, b.node)));
+                self.finish(node, kinds, pure, pos)
+            }
+        }
+    }
+
+    fn binary(
+        &mut self,
+        op: BinOp,
+        l: &Ast,
+        r: &Ast,
+        pos: usize,
+    ) -> Result<Compiled, CompileError> {
+        let l = self.compile(l)?;
+        let r = self.compile(r)?;
+        let pure = l.pure && r.pure;
+        let arith = match op {
+            BinOp::Add => Some(Arith::Add),
+            BinOp::Sub => Some(Arith::Sub),
+            BinOp::Mul => Some(Arith::Mul),
+            BinOp::Div => Some(Arith::Div),
+            BinOp::Rem => Some(Arith::Rem),
+            _ => None,
+        };
+        if let Some(a) = arith {
+            let kinds = a.result_kinds(l.kinds, r.kinds);
+            if kinds.is_empty() {
+                return Err(mismatch(pos, op.symbol(), l.kinds, r.kinds));
+            }
+            let node = Node::Arith(a, Box::new((l.node, r.node)));
+            return self.finish(node, kinds, pure, pos);
+        }
+        let cmp = match op {
+            BinOp::Eq => Cmp::Eq,
+            BinOp::Ne => Cmp::Ne,
+            BinOp::Lt => Cmp::Lt,
+            BinOp::Le => Cmp::Le,
+            BinOp::Gt => Cmp::Gt,
+            BinOp::Ge => Cmp::Ge,
+            _ => {
+                // `in`: a list (element equality) or a map (key presence).
+                if !r.kinds.has(Kinds::LIST | Kinds::OBJECT) {
+                    return Err(err(
+                        pos,
+                        format!("right side of 'in' must be a list, found {}", r.kinds),
+                    ));
+                }
+                let node = Node::In(Box::new((l.node, r.node)));
+                return self.finish(node, Kinds::BOOL, pure, pos);
+            }
+        };
+        if !cmp.statically_valid(l.kinds, r.kinds) {
+            return Err(mismatch(pos, op.symbol(), l.kinds, r.kinds));
+        }
+        let node = Node::Cmp(cmp, Box::new((l.node, r.node)));
+        self.finish(node, Kinds::BOOL, pure, pos)
+    }
+
+    fn index(&mut self, base: &Ast, index: &Ast, pos: usize) -> Result<Compiled, CompileError> {
+        let base = self.compile(base)?;
+        let index = self.compile(index)?;
+        // A constant key or index on a path extends the path, so that
+        // `a["b"][0]` is navigated without intermediate values.
+        if let Node::Field(path) = &base.node {
+            let seg = match &index.node {
+                Node::Const(Value::Str(k)) => Some(Seg::Key(k.as_ref().into())),
+                Node::Const(Value::Int(i)) => usize::try_from(*i).ok().map(Seg::Index),
+                _ => None,
+            };
+            if let Some(seg) = seg {
+                return Ok(Compiled {
+                    node: Node::Field(path.push(seg)),
+                    kinds: Kinds::ANY,
+                    pure: false,
+                });
+            }
+        }
+        let valid = (base.kinds.has(Kinds::LIST) && index.kinds.has(Kinds::INT))
+            || (base.kinds.has(Kinds::OBJECT) && index.kinds.has(Kinds::STR));
+        if !valid {
+            return Err(err(
+                pos,
+                format!("cannot index {} with {}", base.kinds, index.kinds),
+            ));
+        }
+        let pure = base.pure && index.pure;
+        let node = Node::Index(Box::new((base.node, index.node)));
+        self.finish(node, Kinds::ANY, pure, pos)
+    }
+
+    fn call(&mut self, name: &str, args: &[Ast], pos: usize) -> Result<Compiled, CompileError> {
+        // All fixed-arity functions take exactly one argument.
+        let arity_error = || {
+            err(
+                pos,
+                format!("{name}() takes 1 argument, got {}", args.len()),
+            )
+        };
+        let func = match name {
+            "has" => {
+                return match args {
+                    [arg] => self.has(arg),
+                    _ => Err(arity_error()),
+                };
+            }
+            "string" => Func::String,
+            "int" => Func::Int,
+            "double" => Func::Double,
+            "size" => Func::Size,
+            "min" => Func::Min,
+            "max" => Func::Max,
+            _ => return Err(err(pos, format!("unknown function '{name}'"))),
+        };
+        let variadic = matches!(func, Func::Min | Func::Max);
+        if variadic && args.is_empty() {
+            return Err(err(pos, format!("{name}() takes at least 1 argument")));
+        }
+        if !variadic && args.len() != 1 {
+            return Err(arity_error());
+        }
+        let mut nodes = Vec::with_capacity(args.len());
+        let mut kinds = Vec::with_capacity(args.len());
+        let mut pure = true;
+        for arg in args {
+            let c = self.compile(arg)?;
+            pure &= c.pure;
+            kinds.push(c.kinds);
+            nodes.push(c.node);
+        }
+        // Arity is checked above: every function has a first argument.
+        let first = kinds.first().copied().unwrap_or(Kinds::NONE);
+        let bad =
+            |accepted: &str, k: Kinds| err(pos, format!("{name}() accepts {accepted}, found {k}"));
+        let result = match func {
+            Func::String => {
+                if !first.has(Kinds::NUM | Kinds::STR | Kinds::BOOL) {
+                    return Err(bad("a number, string or bool", first));
+                }
+                Kinds::STR
+            }
+            Func::Int => {
+                if !first.has(Kinds::NUM | Kinds::STR) {
+                    return Err(bad("a number or string", first));
+                }
+                Kinds::INT
+            }
+            Func::Double => {
+                if !first.has(Kinds::NUM | Kinds::STR) {
+                    return Err(bad("a number or string", first));
+                }
+                Kinds::DOUBLE
+            }
+            Func::Size => {
+                if !first.has(Kinds::STR | Kinds::LIST | Kinds::OBJECT) {
+                    return Err(bad("a string, list or map", first));
+                }
+                Kinds::INT
+            }
+            Func::Min | Func::Max => {
+                if kinds.len() == 1 && first.has(Kinds::LIST) {
+                    // min([..]) over a list's elements.
+                    Kinds::NUM
+                } else {
+                    let mut out = Kinds::NONE;
+                    for k in &kinds {
+                        if !k.has(Kinds::NUM) {
+                            return Err(bad("numbers", *k));
+                        }
+                        out = out.union(k.meet(Kinds::NUM));
+                    }
+                    out
+                }
+            }
+        };
+        let node = Node::Call(func, nodes.into_boxed_slice());
+        self.finish(node, result, pure, pos)
+    }
+
+    /// `has(a.b.c)`: the argument must be a field selection, not a value.
+    fn has(&mut self, arg: &Ast) -> Result<Compiled, CompileError> {
+        let path = has_path(arg).ok_or_else(|| {
+            err(
+                arg.pos,
+                "has() requires a field selection argument such as has(a.b)",
+            )
+        })?;
+        self.note_field(&path.root);
+        Ok(Compiled {
+            node: Node::Has(path),
+            kinds: Kinds::BOOL,
+            pure: false,
+        })
+    }
+}
+
+fn has_path(ast: &Ast) -> Option<Path> {
+    match &ast.kind {
+        AstKind::Ident(name) => Some(Path {
+            root: name.as_str().into(),
+            segs: Box::new([]),
+            text: name.as_str().into(),
+        }),
+        AstKind::Select(base, name) => {
+            has_path(base).map(|p| p.push(Seg::Key(name.as_str().into())))
+        }
+        _ => None,
+    }
+}

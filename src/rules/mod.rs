@@ -1,0 +1,216 @@
+//! Board rules applied to one event: which boards it matches (`event` and
+//! `filter`), who is ranked (`member`), by how much (`score`) and in which
+//! board instance (`scope`). The expressions were compiled once at start-up
+//! ([`expr`]); here they are only evaluated.
+//!
+//! An event is all-or-nothing: if any matching board's expression fails, the
+//! event changes no board and goes to the dead-letter topic, so that fixing
+//! and replaying it cannot double-count the boards that did succeed.
+
+pub mod expr;
+
+use std::borrow::Cow;
+
+use crate::board::BoardSet;
+use crate::board::score::is_exact;
+use crate::event::Event;
+use expr::EvalError;
+
+/// Longest member or scope value, in bytes. Ids are at most 128 bytes; this
+/// leaves room for composed members while keeping keys and entries small.
+pub const MAX_MEMBER_BYTES: usize = 512;
+
+/// One board's update from one event, before views are resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update<'e> {
+    /// Index into [`BoardSet::boards`].
+    pub board: usize,
+    pub scope: Option<Cow<'e, str>>,
+    pub member: Cow<'e, str>,
+    pub value: f64,
+}
+
+/// Why an event's rules could not be evaluated (dead-letter reason `expression`).
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    #[error("board `{board}`, field `{field}`: {source}")]
+    Eval {
+        board: String,
+        field: &'static str,
+        source: EvalError,
+    },
+    #[error("board `{board}`, field `{field}`: {problem}")]
+    BadKey {
+        board: String,
+        field: &'static str,
+        problem: String,
+    },
+}
+
+impl RuleError {
+    pub fn reason(&self) -> &'static str {
+        "expression"
+    }
+}
+
+/// Evaluates every board that consumes `event`'s type; appends the updates
+/// of the boards whose filter passed. `Ok` with nothing appended means the
+/// event was filtered out everywhere.
+pub fn evaluate<'e>(
+    boards: &BoardSet,
+    event: &'e Event,
+    out: &mut Vec<Update<'e>>,
+) -> Result<(), RuleError> {
+    let start = out.len();
+    let result = evaluate_inner(boards, event, out);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
+fn evaluate_inner<'e>(
+    boards: &BoardSet,
+    event: &'e Event,
+    out: &mut Vec<Update<'e>>,
+) -> Result<(), RuleError> {
+    let fields = &event.fields;
+    for &i in boards.for_event(event.kind) {
+        let board = &boards.boards[i];
+        let fail = |field: &'static str| {
+            move |source: EvalError| RuleError::Eval {
+                board: board.name.clone(),
+                field,
+                source,
+            }
+        };
+        if let Some(filter) = &board.filter
+            && !filter.eval_bool(fields).map_err(fail("filter"))?
+        {
+            continue;
+        }
+        let member = board.member.eval_string(fields).map_err(fail("member"))?;
+        check_key(&board.name, "member", &member)?;
+        let value = board.score.eval_number(fields).map_err(fail("score"))?;
+        if !is_exact(value) {
+            return Err(RuleError::BadKey {
+                board: board.name.clone(),
+                field: "score",
+                problem: format!("{value} is outside the exact range ±2^53"),
+            });
+        }
+        let scope = match &board.scope {
+            Some(p) => {
+                let s = p.eval_string(fields).map_err(fail("scope"))?;
+                check_key(&board.name, "scope", &s)?;
+                Some(s)
+            }
+            None => None,
+        };
+        out.push(Update {
+            board: i,
+            scope,
+            member,
+            value,
+        });
+    }
+    Ok(())
+}
+
+fn check_key(board: &str, field: &'static str, value: &str) -> Result<(), RuleError> {
+    let problem = if value.is_empty() {
+        "is empty".to_string()
+    } else if value.len() > MAX_MEMBER_BYTES {
+        format!("is {} bytes long (limit {MAX_MEMBER_BYTES})", value.len())
+    } else {
+        return Ok(());
+    };
+    Err(RuleError::BadKey {
+        board: board.to_string(),
+        field,
+        problem,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::event::Decoder;
+    use std::path::Path;
+
+    fn boards() -> BoardSet {
+        let text = r#"
+            [kafka]
+            brokers = "b"
+            topics = ["t"]
+            [redis]
+            url = "redis://x"
+            [[board]]
+            name = "flowers"
+            event = "gift"
+            filter = 'gift_id == "flower"'
+            member = "receiver_id"
+            score = "count"
+            periods = ["week"]
+            [[board]]
+            name = "fans"
+            event = "gift"
+            member = "sender_id"
+            score = "count * value"
+            scope = "receiver_id"
+            periods = ["day"]
+            [[board]]
+            name = "ratio"
+            event = "gift"
+            member = "sender_id"
+            score = "count / (count - count)"
+            filter = "has(extra.divide)"
+            periods = ["day"]
+        "#;
+        let config = Config::from_toml(text, Path::new("t.toml"), Vec::new()).unwrap();
+        BoardSet::compile(&config).unwrap()
+    }
+
+    fn event(json: serde_json::Value) -> Event {
+        Decoder::new(65536)
+            .unwrap()
+            .decode(json.to_string().as_bytes())
+            .unwrap()
+    }
+
+    fn gift(gift_id: &str, extra: serde_json::Value) -> Event {
+        event(serde_json::json!({
+            "type": "gift", "event_id": "e", "ts": 1000, "sender_id": "s",
+            "receiver_id": "r{1}", "gift_id": gift_id, "count": 3, "value": 2.5, "extra": extra
+        }))
+    }
+
+    #[test]
+    fn filter_member_score_and_scope() {
+        let set = boards();
+        let e = gift("flower", serde_json::json!({}));
+        let mut out = Vec::new();
+        evaluate(&set, &e, &mut out).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].member, "r{1}");
+        assert_eq!(out[0].value, 3.0);
+        assert_eq!(out[1].scope.as_deref(), Some("r{1}"));
+        assert_eq!(out[1].value, 7.5);
+        let e = gift("rose", serde_json::json!({}));
+        out.clear();
+        evaluate(&set, &e, &mut out).unwrap();
+        assert_eq!(out.len(), 1, "the flower filter drops a rose");
+    }
+
+    #[test]
+    fn a_failing_expression_rejects_the_whole_event() {
+        let set = boards();
+        let e = gift("flower", serde_json::json!({"divide": true}));
+        let mut out = Vec::new();
+        let err = evaluate(&set, &e, &mut out).unwrap_err();
+        assert_eq!(err.reason(), "expression");
+        assert!(err.to_string().contains("board `ratio`"), "{err}");
+        assert!(out.is_empty(), "no partial updates survive");
+    }
+}

