@@ -412,6 +412,13 @@ pub struct InProcess {
 
 impl InProcess {
     pub async fn start(setup: &Setup, clock: SharedClock) -> InProcess {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("RANKFLOW_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_test_writer()
+            .try_init();
         let config =
             rankflow::config::Config::from_toml(&setup.toml(), Path::new("test.toml"), Vec::new())
                 .expect("test config parses");
