@@ -136,6 +136,7 @@ pub async fn run(
         health,
         batch: config.batch.clone(),
         trim_wanted,
+        expiries: Default::default(),
     }
     .run(shutdown)
     .await;

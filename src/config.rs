@@ -109,7 +109,9 @@ pub struct RedisConfig {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchConfig {
-    /// A batch closes when it holds this many messages...
+    /// A batch closes when it holds this many messages... (only reached
+    /// above `max_events / max_delay_ms` events per second, e.g. while
+    /// catching up; bigger batches aggregate more per member and key)
     #[serde(default = "default_max_events")]
     pub max_events: usize,
     /// ...or when its first message is this old.
@@ -218,7 +220,7 @@ fn default_response_timeout_ms() -> u64 {
     10_000
 }
 fn default_max_events() -> usize {
-    5_000
+    10_000
 }
 fn default_max_delay_ms() -> u64 {
     50
@@ -437,7 +439,7 @@ mod tests {
     fn defaults_apply() {
         let c = load(MINIMAL, &[]).unwrap();
         assert_eq!(c.timezone, "UTC");
-        assert_eq!(c.batch.max_events, 5000);
+        assert_eq!(c.batch.max_events, 10_000);
         assert_eq!(c.batch.max_delay_ms, 50);
         assert_eq!(c.http.listen, "127.0.0.1:9898");
         assert_eq!(c.redis.key_prefix, "rankflow");

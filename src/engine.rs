@@ -4,22 +4,25 @@
 //! partition's offsets only after Redis acknowledged its batch.
 //!
 //! One batch is in flight at a time (batches of a partition must reach Redis
-//! in order for the offset fences to hold) while the next one is built. When
-//! the next one is full too, the assigned partitions are paused: the loop
-//! keeps polling (so the consumer stays in its group) but nothing more is
-//! fetched, which bounds memory during a Redis outage or slowdown. A failed
+//! in order for the offset fences to hold) while the next ones are built and
+//! wait in order. When the waiting messages reach [`backlog_limit`], the loop
+//! stops taking messages (librdkafka's bounded prefetch then stops the
+//! fetcher); if that lasts, the assigned partitions are paused so the loop
+//! can keep polling (the consumer stays in its group) while nothing more is
+//! fetched. Memory stays bounded during a Redis outage or slowdown. A failed
 //! flush is retried with capped exponential backoff until it succeeds or the
 //! process shuts down; retries are safe because every script call is fenced.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use rdkafka::Message;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::message::BorrowedMessage;
 use tokio::sync::mpsc::UnboundedReceiver;
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::board::BoardSet;
@@ -31,7 +34,7 @@ use crate::health::Health;
 use crate::rules;
 use crate::sink::batch::{Batch, Outcome};
 use crate::sink::store::Store;
-use crate::sink::{FlushReport, apply_batch};
+use crate::sink::{FlushReport, apply_batch, prepare};
 use crate::source::{KafkaConsumer, RebalanceEvent, TopicPartition, offsets_list};
 use crate::telemetry;
 
@@ -40,6 +43,27 @@ const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Part of the 10 s shutdown budget spent waiting for Redis.
 const SHUTDOWN_FLUSH_BUDGET: Duration = Duration::from_secs(7);
+/// How long a full backlog may stop the loop from polling Kafka before the
+/// partitions are paused and polling resumes (well below any sensible
+/// `max.poll.interval.ms`).
+const PAUSE_AFTER: Duration = Duration::from_millis(1000);
+/// Flushes running at once: one applying, one encoding behind it.
+const FLUSHES_IN_FLIGHT: usize = 2;
+/// Most messages taken from the consumer per loop iteration.
+const MAX_CHUNK: usize = 1024;
+/// Closed batches that may wait for Redis before fetching pauses...
+const BACKLOG_BATCHES: usize = 4;
+/// ...but never fewer messages than this, so that small batches (down to
+/// one event) do not pause and resume the fetcher on every flush.
+const MIN_BACKLOG_MESSAGES: usize = 10_000;
+
+/// Messages held in memory (closed batches plus the one being built) at
+/// which fetching pauses; it resumes below half. This, with librdkafka's
+/// `queued.max.messages.kbytes`, bounds the consumer's memory while Redis is
+/// slow or down.
+pub fn backlog_limit(max_events: usize) -> usize {
+    (max_events * BACKLOG_BATCHES).max(MIN_BACKLOG_MESSAGES)
+}
 
 /// What the loop needs, built by [`crate::app`].
 pub struct Engine {
@@ -53,6 +77,8 @@ pub struct Engine {
     pub batch: BatchConfig,
     /// Woken when a flush reports window evictions left over.
     pub trim_wanted: Arc<Notify>,
+    /// Key expiries set recently (shared by the sequential flush tasks).
+    pub expiries: Arc<std::sync::Mutex<crate::sink::expiry::ExpiryCache>>,
 }
 
 /// The result of a flush task: the batch back with its report, or `None`
@@ -68,7 +94,7 @@ struct State {
 }
 
 impl Engine {
-    /// Runs until `shutdown` turns true; then drains the batch in hand,
+    /// Runs until `shutdown` turns true; then drains the batches in hand,
     /// commits and returns.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let mut state = State {
@@ -77,76 +103,145 @@ impl Engine {
             topics: Vec::new(),
             paused: false,
         };
-        let mut building = Batch::default();
-        let mut inflight: Option<JoinHandle<Flushed>> = None;
+        let (_, idle) = tokio::sync::mpsc::unbounded_channel();
+        let mut rebalances = std::mem::replace(&mut self.rebalances, idle);
+        let consumer = self.consumer.clone();
+        // Messages that are already fetched are taken in chunks, so the
+        // select below runs once per chunk rather than once per message.
+        let mut messages = consumer.stream().ready_chunks(MAX_CHUNK);
         let max_delay = Duration::from_millis(self.batch.max_delay_ms);
+        let backlog_limit = backlog_limit(self.batch.max_events);
+        let mut building = Batch::default();
+        let mut closed: VecDeque<Batch> = VecDeque::new();
+        // Flushes in order: the front one is being applied; the one behind
+        // it encodes its calls meanwhile and waits for it before sending.
+        let mut inflight: VecDeque<JoinHandle<Flushed>> = VecDeque::new();
+        let mut previous: Option<oneshot::Receiver<bool>> = None;
+        let timer = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(timer);
+        let mut timer_armed = false;
+        let mut throttled_since: Option<Instant> = None;
         self.health.set_consuming(true);
         loop {
-            if inflight.is_none() && self.ready(&building, max_delay) {
-                inflight = Some(self.start_flush(std::mem::take(&mut building), &shutdown));
+            while inflight.len() < FLUSHES_IN_FLIGHT
+                && let Some(batch) = closed.pop_front()
+            {
+                let (handle, done) = self.start_flush(batch, previous.take(), &shutdown);
+                inflight.push_back(handle);
+                previous = Some(done);
+            }
+            // Backpressure, in two steps. A full backlog first only stops
+            // taking messages: librdkafka's bounded prefetch queue then
+            // stops the fetcher without dropping what it holds. Only if
+            // Redis stays behind for PAUSE_AFTER are the partitions paused,
+            // so that polling can go on (group membership) without
+            // fetching; pausing drops the prefetch, so it is kept for real
+            // stalls.
+            let backlog = building.messages + closed.iter().map(|b| b.messages).sum::<usize>();
+            if backlog >= backlog_limit {
+                let since = *throttled_since.get_or_insert_with(Instant::now);
+                if !state.paused && since.elapsed() >= PAUSE_AFTER {
+                    self.set_paused(&mut state, true);
+                }
+            } else if backlog < backlog_limit / 2 && throttled_since.is_some() {
+                throttled_since = None;
                 if state.paused {
                     self.set_paused(&mut state, false);
                 }
             }
-            let deadline = building
-                .opened_at
-                .map(|t| tokio::time::Instant::from_std(t + max_delay));
+            let take_messages = throttled_since.is_none() || state.paused;
+            if !timer_armed && let Some(opened) = building.opened_at {
+                timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::from_std(opened + max_delay));
+                timer_armed = true;
+            }
             tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
-                Some(ev) = self.rebalances.recv() => self.on_rebalance(&mut state, &mut building, ev),
-                done = wait_flush(&mut inflight), if inflight.is_some() => {
-                    inflight = None;
+                Some(ev) = rebalances.recv() => self.on_rebalance(&mut state, &mut building, &mut closed, ev),
+                done = wait_flush(&mut inflight), if !inflight.is_empty() => {
+                    inflight.pop_front();
                     match done {
                         Ok(Some((batch, report, took))) => self.on_flushed(&state, batch, report, took),
                         Ok(None) => {}
                         Err(e) => tracing::error!(error = %e, "A flush task failed unexpectedly; its offsets stay uncommitted and will be consumed again."),
                     }
                 }
-                _ = sleep_until(deadline), if inflight.is_none() && deadline.is_some() => {}
-                msg = self.consumer.recv() => {
-                    match msg {
-                        Ok(m) => self.take(&mut state, &mut building, &m),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "Kafka consumer error; librdkafka keeps retrying.");
-                            self.health.kafka_failed(&e.to_string());
+                () = &mut timer, if timer_armed => {
+                    timer_armed = false;
+                    if !building.is_empty() {
+                        closed.push_back(std::mem::take(&mut building));
+                    }
+                }
+                _ = tokio::time::sleep(PAUSE_AFTER), if !take_messages => {}
+                Some(chunk) = messages.next(), if take_messages => {
+                    // One clock reading per chunk: the chunk was fetched at once.
+                    let now = self.clock.now_ms();
+                    for msg in chunk {
+                        match msg {
+                            Ok(m) => self.take(&mut state, &mut building, &m, now),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "Kafka consumer error; librdkafka keeps retrying.");
+                                self.health.kafka_failed(&e.to_string());
+                            }
+                        }
+                        if building.messages >= self.batch.max_events {
+                            closed.push_back(std::mem::take(&mut building));
+                            timer_armed = false;
                         }
                     }
-                    if building.messages >= self.batch.max_events && inflight.is_some() && !state.paused {
-                        self.set_paused(&mut state, true);
-                    }
+                    // librdkafka's stream is always ready while messages are
+                    // buffered and does not count against tokio's budget, so
+                    // without a yield this task would keep its worker and
+                    // starve the flush task it spawned (which waits in that
+                    // worker's LIFO slot, where no other worker can take it).
+                    tokio::task::yield_now().await;
                 }
             }
         }
-        self.drain(&state, building, inflight).await;
+        if !building.is_empty() {
+            closed.push_back(building);
+        }
+        self.drain(&state, closed, inflight, previous).await;
         self.health.set_consuming(false);
     }
 
-    fn ready(&self, b: &Batch, max_delay: Duration) -> bool {
-        !b.is_empty()
-            && (b.messages >= self.batch.max_events
-                || b.opened_at.is_some_and(|t| t.elapsed() >= max_delay))
-    }
-
+    /// Spawns the flush of `batch`: it encodes its calls at once, then
+    /// waits until `previous` (the flush before it) was applied, then sends
+    /// them, retrying with capped backoff. The returned receiver tells the
+    /// next flush whether this one was applied; a flush after one that was
+    /// not gives up too, so no batch is ever applied past a gap.
     fn start_flush(
         &self,
         mut batch: Batch,
+        previous: Option<oneshot::Receiver<bool>>,
         shutdown: &watch::Receiver<bool>,
-    ) -> JoinHandle<Flushed> {
+    ) -> (JoinHandle<Flushed>, oneshot::Receiver<bool>) {
         let store = self.store.clone();
         let boards = self.boards.clone();
         let clock = self.clock.clone();
         let health = self.health.clone();
+        let expiries = self.expiries.clone();
         let mut shutdown = shutdown.clone();
+        let (done, done_rx) = oneshot::channel();
         batch.dead_letters.shrink_to_fit();
-        tokio::spawn(async move {
+        let handle = tokio::spawn(async move {
+            let prepared = prepare(&store, &boards, &batch, &expiries);
+            if let Some(previous) = previous
+                && previous.await != Ok(true)
+            {
+                return None;
+            }
             let started = Instant::now();
             let mut backoff = BACKOFF_START;
             loop {
-                match apply_batch(&store, &boards, &batch, clock.now_ms()).await {
+                let now = clock.now_ms();
+                match apply_batch(&store, &boards, &batch, now, &expiries, &prepared).await {
                     Ok(report) => {
                         health.redis_ok();
                         metrics::gauge!(telemetry::REDIS_UP).set(1.0);
+                        let _ = done.send(true);
                         return Some((batch, report, started.elapsed()));
                     }
                     Err(e) => {
@@ -159,7 +254,7 @@ impl Engine {
                             retriable = e.is_retriable(),
                             events = batch.messages,
                             retry_in_ms = backoff.as_millis() as u64,
-                            "Could not apply a batch to Redis; fetching is paused once the next batch fills, and the batch is retried."
+                            "Could not apply a batch to Redis; retrying it (fetching stops once the backlog is full)."
                         );
                         if *shutdown.borrow() {
                             return None;
@@ -172,7 +267,8 @@ impl Engine {
                     }
                 }
             }
-        })
+        });
+        (handle, done_rx)
     }
 
     fn set_paused(&self, state: &mut State, pause: bool) {
@@ -191,7 +287,7 @@ impl Engine {
                 if pause {
                     tracing::info!(
                         partitions = state.assigned.len(),
-                        "Fetching paused: a batch is in flight and the next one is full."
+                        "Fetching paused: Redis has not taken the waiting batches for a while."
                     );
                 } else {
                     tracing::info!(partitions = state.assigned.len(), "Fetching resumed.");
@@ -211,7 +307,7 @@ impl Engine {
     }
 
     /// Decodes one message and adds its updates to the batch.
-    fn take(&self, state: &mut State, batch: &mut Batch, msg: &BorrowedMessage<'_>) {
+    fn take(&self, state: &mut State, batch: &mut Batch, msg: &BorrowedMessage<'_>, now: i64) {
         let topic = Self::intern(state, msg.topic());
         let part = batch.take_message(&topic, msg.partition(), msg.offset());
         let payload = msg.payload().unwrap_or(&[]);
@@ -222,7 +318,6 @@ impl Engine {
                 return;
             }
         };
-        let now = self.clock.now_ms();
         if event.ts > now.saturating_add(self.boards.future_skew_ms) {
             let detail = format!(
                 "event time {} is {} ms ahead of the clock (max_future_skew is {} ms)",
@@ -279,7 +374,13 @@ impl Engine {
         });
     }
 
-    fn on_rebalance(&self, state: &mut State, batch: &mut Batch, ev: RebalanceEvent) {
+    fn on_rebalance(
+        &self,
+        state: &mut State,
+        building: &mut Batch,
+        closed: &mut VecDeque<Batch>,
+        ev: RebalanceEvent,
+    ) {
         match ev {
             RebalanceEvent::Assigned(parts) => {
                 state.assigned.extend(parts);
@@ -296,7 +397,10 @@ impl Engine {
                 // Their unacknowledged messages will be read again by the
                 // next owner; applying them here too would only be skipped
                 // by the fences, so drop them.
-                batch.drop_partitions(&parts);
+                building.drop_partitions(&parts);
+                for b in closed.iter_mut() {
+                    b.drop_partitions(&parts);
+                }
             }
         }
     }
@@ -320,19 +424,30 @@ impl Engine {
         }
     }
 
-    /// Shutdown: finish the batch in flight and the one in hand within the
-    /// budget, then commit synchronously.
-    async fn drain(&self, state: &State, building: Batch, inflight: Option<JoinHandle<Flushed>>) {
+    /// Shutdown: finish the flushes in flight and the batches in hand, in
+    /// order, within the budget, then commit synchronously.
+    async fn drain(
+        &self,
+        state: &State,
+        closed: VecDeque<Batch>,
+        inflight: VecDeque<JoinHandle<Flushed>>,
+        mut previous: Option<oneshot::Receiver<bool>>,
+    ) {
         let deadline = tokio::time::Instant::now() + SHUTDOWN_FLUSH_BUDGET;
         let mut applied_all = true;
-        if let Some(handle) = inflight {
+        for handle in inflight {
             applied_all &= self.await_flush(state, handle, deadline).await;
         }
-        if applied_all && !building.is_empty() {
-            // A fresh receiver that is not yet shut down lets this last flush
-            // retry until the deadline instead of giving up at once.
-            let (_keep, rx) = watch::channel(false);
-            let handle = self.start_flush(building, &rx);
+        // A receiver that is not shut down lets these last flushes retry
+        // until the deadline instead of giving up at the first failure.
+        let (_keep, rx) = watch::channel(false);
+        for batch in closed {
+            if !applied_all {
+                // Order matters for the fences: never apply past a gap.
+                break;
+            }
+            let (handle, done) = self.start_flush(batch, previous.take(), &rx);
+            previous = Some(done);
             applied_all &= self.await_flush(state, handle, deadline).await;
         }
         match self.consumer.commit_consumer_state(CommitMode::Sync) {
@@ -368,17 +483,10 @@ impl Engine {
 /// Awaits the flush in flight; pending forever when there is none (the
 /// `select!` guard keeps that branch off then).
 async fn wait_flush(
-    inflight: &mut Option<JoinHandle<Flushed>>,
+    inflight: &mut VecDeque<JoinHandle<Flushed>>,
 ) -> Result<Flushed, tokio::task::JoinError> {
-    match inflight {
+    match inflight.front_mut() {
         Some(h) => h.await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
     }
 }

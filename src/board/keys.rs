@@ -93,6 +93,23 @@ pub fn partition_field(topic: &str, partition: i32) -> String {
     format!("{topic}/{partition}")
 }
 
+/// The Redis Cluster slot of every key of an instance: CRC16 (XMODEM) of the
+/// hash tag content, modulo 16384.
+pub fn hash_slot(tag: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in tag.as_bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
 /// Helper key beside a view key (`K:t`, `K:log`...).
 pub fn helper(view_key: &str, suffix: &str) -> String {
     format!("{view_key}:{suffix}")
@@ -118,6 +135,14 @@ mod tests {
             "rankflow:{b}:all"
         );
         assert_eq!(instance_tag("b", Some("a{b}:c%d")), "b:a%7Bb%7D%3Ac%25d");
+    }
+
+    #[test]
+    fn slots_match_redis_cluster() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(hash_slot("123456789"), 0x31C3);
+        assert_eq!(hash_slot("foo"), 12182);
+        assert_eq!(hash_slot("bar"), 5061);
     }
 
     #[test]

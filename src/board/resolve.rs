@@ -23,6 +23,9 @@ pub struct Resolved {
     pub bucket_end: Option<i64>,
     /// Window length, for windows.
     pub window_ms: Option<i64>,
+    /// Start of the period (0 for windows): with the view's index, what
+    /// identifies the concrete view without comparing strings.
+    pub start: i64,
     /// The period is past retention or the bucket has left the window.
     pub late: bool,
 }
@@ -81,6 +84,7 @@ impl Resolver {
                 expire_at: cached.expire_at,
                 bucket_end: None,
                 window_ms: None,
+                start: cached.start,
             },
             ViewSpec::Window(w) => Resolved {
                 late: cached.end <= w.cutoff(now),
@@ -88,6 +92,7 @@ impl Resolver {
                 expire_at: cached.end.saturating_add(w.length_ms),
                 bucket_end: Some(cached.end),
                 window_ms: Some(w.length_ms),
+                start: 0,
             },
         }
     }

@@ -54,6 +54,8 @@ pub struct PartState {
 /// One concrete view of an instance touched by the batch.
 #[derive(Debug, Clone)]
 pub struct ConcreteView {
+    /// (index of the view in the board, period start or 0 for windows).
+    identity: (usize, i64),
     pub id: Arc<str>,
     /// Window length for windows, `None` for periods.
     pub window_ms: Option<i64>,
@@ -79,8 +81,9 @@ pub struct Instance {
     pub board: usize,
     /// Hash tag content (`board` or `board:<escaped scope>`).
     pub tag: String,
+    /// Few per instance (one per view, more only when a batch spans a
+    /// period boundary), so found by a scan.
     pub views: Vec<ConcreteView>,
-    view_index: HashMap<Arc<str>, u16>,
     pub updates: Vec<Raw>,
 }
 
@@ -96,6 +99,11 @@ pub struct DeadLetter {
     pub detail: String,
 }
 
+/// Hash maps keyed by strings on the hot path: foldhash is several times
+/// faster than the default SipHash, and the keys are not attacker-chosen
+/// in a way that matters (a collision only costs time within one batch).
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// Counts per (topic, event type, outcome) for `rankflow_events_total`.
 pub type OutcomeCounts = HashMap<(Arc<str>, Option<EventType>, Outcome), u64>;
 
@@ -109,7 +117,7 @@ pub struct Batch {
     part_index: HashMap<(Arc<str>, i32), u16>,
     pub instances: Vec<Instance>,
     /// Per board: scope value ("" when unscoped; scopes are never empty) → instance.
-    instance_index: Vec<HashMap<Box<str>, u32>>,
+    instance_index: Vec<FastMap<Box<str>, u32>>,
     pub outcomes: OutcomeCounts,
     /// Event times of events with at least one update (lag histogram).
     pub applied_ts: Vec<i64>,
@@ -182,21 +190,21 @@ impl Batch {
                 }
                 any = true;
                 let instance = &mut self.instances[inst as usize];
-                let v = match instance.view_index.get(&r.view_id) {
-                    Some(&v) => {
-                        let cv = &mut instance.views[v as usize];
+                let identity = (view, r.start);
+                let v = match instance.views.iter().position(|c| c.identity == identity) {
+                    Some(v) => {
+                        let cv = &mut instance.views[v];
                         cv.expire_at = cv.expire_at.max(r.expire_at);
-                        v
+                        v as u16
                     }
                     None => {
-                        let v = instance.views.len() as u16;
-                        instance.view_index.insert(r.view_id.clone(), v);
                         instance.views.push(ConcreteView {
+                            identity,
                             id: r.view_id,
                             window_ms: r.window_ms,
                             expire_at: r.expire_at,
                         });
-                        v
+                        (instance.views.len() - 1) as u16
                     }
                 };
                 instance.updates.push(Raw {
@@ -219,7 +227,7 @@ impl Batch {
 
     fn instance(&mut self, boards: &BoardSet, board: usize, scope: Option<&str>) -> u32 {
         if self.instance_index.len() <= board {
-            self.instance_index.resize_with(board + 1, HashMap::new);
+            self.instance_index.resize_with(board + 1, FastMap::default);
         }
         let by_scope = &mut self.instance_index[board];
         if let Some(&i) = by_scope.get(scope.unwrap_or("")) {
@@ -230,7 +238,6 @@ impl Batch {
             board,
             tag: keys::instance_tag(&boards.boards[board].name, scope),
             views: Vec::new(),
-            view_index: HashMap::new(),
             updates: Vec::new(),
         });
         by_scope.insert(scope.unwrap_or("").into(), i);

@@ -1,7 +1,9 @@
-//! Encoding one board instance's share of a batch as a call of
-//! `lua/apply.lua`: its keys (fence, then every view with its helper keys)
-//! and arguments (clock, rules, partition groups with offset ranges, views,
-//! then the updates pre-aggregated per (partition, view, member, bucket)).
+//! Encoding a batch as calls of `lua/apply.lua`. Each board instance's share
+//! is its keys (fence, then every view with its helper keys) and arguments
+//! (rules, partition groups with offset ranges, views, then the updates
+//! pre-aggregated per (partition, view, member, bucket)); a call carries
+//! several instances that share a slot (any instances on a single node),
+//! up to a bound on updates so one script run stays short.
 //!
 //! The layout is documented at the top of `apply.lua`; the two must change
 //! together.
@@ -15,40 +17,75 @@ use crate::board::keys;
 use crate::board::model::{Board, ViewSpec};
 use crate::config::Aggregate;
 
+use std::time::Instant;
+
 use super::aggregate::Agg;
-use super::batch::{Instance, PartState};
+use super::batch::{FastMap, Instance, PartState};
+use super::expiry::ExpiryCache;
 
 /// The apply script.
 pub const APPLY_LUA: &str = include_str!("lua/apply.lua");
 
+/// Updates one call may carry: the script blocks Redis while it runs, so a
+/// call is kept to a few milliseconds.
+pub const MAX_UPDATES_PER_CALL: usize = 4000;
+
+/// One board instance inside a call.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// Index of the instance in its batch (`u32::MAX` for trim-only calls).
+    pub instance: u32,
+    pub board: usize,
+    /// Hash tag content; every key of the instance shares it.
+    pub tag: String,
+}
+
 /// One EVALSHA of the apply script.
 #[derive(Debug, Clone)]
 pub struct Call {
-    /// Index of the instance in its batch (`u32::MAX` for trim-only calls).
-    pub instance: u32,
-    /// Hash tag content; every key below shares it.
-    pub tag: String,
-    pub board: usize,
+    pub members: Vec<Member>,
     pub keys: Vec<String>,
     pub args: Vec<String>,
+    /// (index into `args`, window length): the window cutoffs, `now - L`,
+    /// filled in per attempt so a retried call uses the clock of its attempt.
+    cutoffs: Vec<(usize, i64)>,
+    /// Expiries this call sets, to remember once Redis acknowledged it.
+    pub expiries: Vec<(String, i64)>,
+    /// Partition groups left out because they were applied already.
+    pub duplicates: usize,
+    updates: usize,
+}
+
+/// Counts of one instance from a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    pub applied: u64,
+    pub evicted: u64,
+    pub overflow: u64,
+    pub late: u64,
 }
 
 /// A decoded reply of the apply script.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
     Done {
-        applied: u64,
-        evicted: u64,
-        overflow: u64,
-        late: u64,
-        /// Eviction stopped at its budget; another trim call is needed.
+        /// Some instance's eviction stopped at its budget; trim again.
         more: bool,
-        /// Partition groups skipped as already applied.
-        duplicates: u64,
+        /// Per member of the call, in order.
+        counts: Vec<Counts>,
     },
-    /// The group of `field` overlaps the fence partly: the script wrote
-    /// nothing; rebuild without offsets ≤ `fence` and call again.
-    Conflict { field: String, fence: i64 },
+    /// Groups reach their fence (applied already, in part or in full): the
+    /// script wrote nothing. Each entry is (member index in the call,
+    /// partition field, fence).
+    Conflict(Vec<(usize, String, i64)>),
+}
+
+fn text(v: &redis::Value) -> Option<String> {
+    match v {
+        redis::Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        redis::Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
 }
 
 impl Reply {
@@ -61,24 +98,32 @@ impl Reply {
             _ => None,
         };
         match int(0)? {
-            1 => Some(Reply::Done {
-                applied: int(1)? as u64,
-                evicted: int(2)? as u64,
-                overflow: int(3)? as u64,
-                late: int(4)? as u64,
-                more: int(5)? != 0,
-                duplicates: int(6)? as u64,
-            }),
-            0 => {
-                let field = match items.get(1)? {
-                    redis::Value::BulkString(b) => String::from_utf8(b.clone()).ok()?,
-                    redis::Value::SimpleString(s) => s.clone(),
-                    _ => return None,
-                };
-                Some(Reply::Conflict {
-                    field,
-                    fence: int(2)?,
+            1 => {
+                let mut counts = Vec::new();
+                let mut i = 2;
+                while i + 3 < items.len() {
+                    counts.push(Counts {
+                        applied: int(i)? as u64,
+                        evicted: int(i + 1)? as u64,
+                        overflow: int(i + 2)? as u64,
+                        late: int(i + 3)? as u64,
+                    });
+                    i += 4;
+                }
+                Some(Reply::Done {
+                    more: int(1)? != 0,
+                    counts,
                 })
+            }
+            0 => {
+                let mut conflicts = Vec::new();
+                let mut i = 1;
+                while i < items.len() {
+                    let member = usize::try_from(int(i)?).ok()?.checked_sub(1)?;
+                    conflicts.push((member, text(items.get(i + 1)?)?, int(i + 2)?));
+                    i += 3;
+                }
+                Some(Reply::Conflict(conflicts))
             }
             _ => None,
         }
@@ -113,159 +158,322 @@ fn push_view_keys(keys_out: &mut Vec<String>, board: &Board, key: String, window
     keys_out.extend(extra);
 }
 
-fn header(board: &Board, now: i64, fence_expire: i64) -> Vec<String> {
-    vec![
-        now.to_string(),
-        agg_code(board.aggregate).to_string(),
-        board.tie_key.code().to_string(),
-        fence_expire.to_string(),
-    ]
+fn push_header(args: &mut Vec<String>, board: &Board, fence_expire: &str) {
+    args.push(agg_code(board.aggregate).to_string());
+    args.push(board.tie_key.code().to_string());
+    args.push(fence_expire.to_string());
+}
+
+/// The fence-hash field holding the |delta| bound of a plain-sum period
+/// view's kind (`~abs:day`), or `None` when the board is not a plain sum.
+fn bound_field(board: &Board, view_id: &str) -> Option<String> {
+    if board.aggregate != Aggregate::Sum || board.tie_key.code() != "n" {
+        return None;
+    }
+    let kind = view_id.split(':').next().unwrap_or(view_id);
+    Some(format!("~abs:{kind}"))
 }
 
 /// Shortest text that parses back to the same double (Lua's `tonumber`
 /// reads it exactly).
-fn num(out: &mut String, v: f64) {
+fn num(v: f64) -> String {
+    let mut out = String::new();
     let _ = write!(out, "{v}");
+    out
 }
 
-/// Builds the call for one instance. `fences` holds fences learnt from
-/// conflicts (partition index → fence): updates at or below them are left
-/// out. Returns `None` when nothing is left to send.
-pub fn build(
+/// One instance's keys and arguments, ready to be appended to a call.
+struct Encoded {
+    member: Member,
+    keys: Vec<String>,
+    args: Vec<String>,
+    cutoffs: Vec<(usize, i64)>,
+    expiries: Vec<(String, i64)>,
+    duplicates: usize,
+    updates: usize,
+}
+
+/// Encodes one instance. `fences` holds fences learnt from conflicts
+/// (partition index → fence): updates at or below them are left out.
+/// `None` when nothing is left to send.
+fn encode(
     boards: &BoardSet,
     inst: &Instance,
     instance: u32,
     parts: &[PartState],
     fences: &HashMap<u16, i64>,
-    now: i64,
-) -> Option<Call> {
+    cache: &ExpiryCache,
+) -> Option<Encoded> {
+    let started = Instant::now();
+    let mut expiries = Vec::new();
+    // An expiry is sent only when this consumer has not set it recently;
+    // "0" tells the script to leave it alone.
+    let mut expiry = |key: &str, at: i64| -> String {
+        if at != 0 && cache.wanted(key, at, started) {
+            expiries.push((key.to_string(), at));
+            at.to_string()
+        } else {
+            "0".to_string()
+        }
+    };
     let board = &boards.boards[inst.board];
-    // part → (lo, hi, (view, member, bucket) → agg)
-    type Groups<'a> = BTreeMap<u16, (i64, i64, HashMap<(u16, &'a Arc<str>, i64), Agg>)>;
-    let mut groups: Groups<'_> = BTreeMap::new();
+    // Offsets per partition (lo, hi) for the fences, and the updates merged
+    // across partitions: the script applies the instance's groups together
+    // or not at all, so a member gets one update per view however many
+    // partitions its events came from.
+    let mut groups: BTreeMap<u16, (i64, i64)> = BTreeMap::new();
+    let mut seen_parts: Vec<u16> = Vec::new();
+    let mut merged: FastMap<(u16, &Arc<str>, i64), Agg> = FastMap::default();
     for u in &inst.updates {
+        if !seen_parts.contains(&u.part) {
+            seen_parts.push(u.part);
+        }
         if fences.get(&u.part).is_some_and(|&f| u.offset <= f) {
             continue;
         }
-        let g = groups
-            .entry(u.part)
-            .or_insert_with(|| (u.offset, u.offset, HashMap::new()));
+        let g = groups.entry(u.part).or_insert((u.offset, u.offset));
         g.0 = g.0.min(u.offset);
         g.1 = g.1.max(u.offset);
-        g.2.entry((u.view, &u.member, u.bucket_end))
+        merged
+            .entry((u.view, &u.member, u.bucket_end))
             .and_modify(|a| a.combine(board.aggregate, u.agg))
             .or_insert(u.agg);
     }
+    // Partitions whose every offset here was applied already.
+    let duplicates = seen_parts.len() - groups.len();
     if groups.is_empty() {
         return None;
     }
     let prefix = &boards.key_prefix;
-    let mut call_keys = vec![keys::fence_key(prefix, &inst.tag)];
+    let fence_key = keys::fence_key(prefix, &inst.tag);
     let fence_expire = if board.has_unbounded_view() {
         -1
     } else {
         inst.views.iter().map(|v| v.expire_at).max().unwrap_or(0)
     };
-    let mut args = header(board, now, fence_expire);
+    let mut args = Vec::new();
+    push_header(&mut args, board, &expiry(&fence_key, fence_expire));
+    let mut call_keys = vec![fence_key];
     args.push(groups.len().to_string());
-    for (part, (lo, hi, _)) in &groups {
+    for (part, (lo, hi)) in &groups {
         args.push(parts[*part as usize].field.clone());
         args.push(lo.to_string());
         args.push(hi.to_string());
     }
+    // Per view, the sum of |delta| this call adds.
+    let mut absum = vec![0.0f64; inst.views.len()];
+    for ((view, _, _), agg) in &merged {
+        absum[*view as usize] += agg.value.abs();
+    }
     args.push(inst.views.len().to_string());
-    for v in &inst.views {
+    let mut cutoffs = Vec::new();
+    for (i, v) in inst.views.iter().enumerate() {
         let key = keys::view_key(prefix, &inst.tag, &v.id);
+        let exp = expiry(&key, v.expire_at);
         push_view_keys(&mut call_keys, board, key, v.window_ms.is_some());
         match v.window_ms {
             None => {
                 args.push("p".into());
-                args.push(v.expire_at.to_string());
+                args.push(exp);
+                args.push(num(absum[i]));
+                args.push(bound_field(board, &v.id).unwrap_or_default());
             }
             Some(length) => {
                 args.push("w".into());
-                args.push(v.expire_at.to_string());
-                args.push(now.saturating_sub(length).to_string());
+                args.push(exp);
+                cutoffs.push((args.len(), length));
+                args.push(String::new());
             }
         }
     }
-    let mut text = String::new();
-    for (_, (_, _, updates)) in groups {
-        let mut per_view: Vec<Vec<(&Arc<str>, i64, Agg)>> = vec![Vec::new(); inst.views.len()];
-        for ((view, member, bucket), agg) in updates {
-            per_view[view as usize].push((member, bucket, agg));
-        }
-        for (view, entries) in per_view.into_iter().enumerate() {
-            let window = inst.views[view].window_ms.is_some();
-            args.push(entries.len().to_string());
-            for (member, bucket, agg) in entries {
-                args.push(member.to_string());
-                text.clear();
-                num(&mut text, agg.value);
-                args.push(text.clone());
+    // A plain sum (no tie-break, no window) never reads the event time.
+    let with_ts = board.needs_time()
+        || board.aggregate != Aggregate::Sum
+        || inst.views.iter().any(|v| v.window_ms.is_some());
+    let mut per_view: Vec<Vec<(&Arc<str>, i64, Agg)>> = vec![Vec::new(); inst.views.len()];
+    for ((view, member, bucket), agg) in merged {
+        per_view[view as usize].push((member, bucket, agg));
+    }
+    let mut updates_count = 0;
+    for (view, entries) in per_view.into_iter().enumerate() {
+        let window = inst.views[view].window_ms.is_some();
+        args.push(entries.len().to_string());
+        updates_count += entries.len();
+        for (member, bucket, agg) in entries {
+            args.push(member.to_string());
+            args.push(num(agg.value));
+            if with_ts {
                 args.push(agg.ts.to_string());
-                if window {
-                    args.push(bucket.to_string());
-                }
+            }
+            if window {
+                args.push(bucket.to_string());
             }
         }
     }
-    Some(Call {
-        instance,
-        tag: inst.tag.clone(),
-        board: inst.board,
+    Some(Encoded {
+        member: Member {
+            instance,
+            board: inst.board,
+            tag: inst.tag.clone(),
+        },
         keys: call_keys,
         args,
+        cutoffs,
+        expiries,
+        duplicates,
+        updates: updates_count,
     })
 }
 
-/// A call that only trims the windows of one instance to `now`.
-pub fn trim(boards: &BoardSet, board_index: usize, tag: &str, now: i64) -> Option<Call> {
-    let board = &boards.boards[board_index];
-    let prefix = &boards.key_prefix;
-    let mut call_keys = vec![keys::fence_key(prefix, tag)];
-    let mut args = header(board, now, -1);
-    args.push("0".into());
-    let windows: Vec<_> = board
-        .views
+/// Groups encoded instances into calls: same group key (slot, or one group
+/// on a single node), at most [`MAX_UPDATES_PER_CALL`] updates per call
+/// unless one instance alone has more.
+fn pack(encoded: Vec<(u32, Encoded)>) -> Vec<Call> {
+    let mut by_group: BTreeMap<u32, Vec<Call>> = BTreeMap::new();
+    for (group, e) in encoded {
+        let calls = by_group.entry(group).or_default();
+        let fits = calls
+            .last()
+            .is_some_and(|c| c.updates + e.updates <= MAX_UPDATES_PER_CALL);
+        if !fits {
+            calls.push(Call {
+                members: Vec::new(),
+                keys: Vec::new(),
+                args: Vec::new(),
+                cutoffs: Vec::new(),
+                expiries: Vec::new(),
+                duplicates: 0,
+                updates: 0,
+            });
+        }
+        if let Some(c) = calls.last_mut() {
+            let base = c.args.len();
+            c.cutoffs
+                .extend(e.cutoffs.into_iter().map(|(i, l)| (base + i, l)));
+            c.members.push(e.member);
+            c.expiries.extend(e.expiries);
+            c.duplicates += e.duplicates;
+            c.keys.extend(e.keys);
+            c.args.extend(e.args);
+            c.updates += e.updates;
+        }
+    }
+    by_group.into_values().flatten().collect()
+}
+
+/// How instances may share a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grouping {
+    /// Single node: any instances together.
+    Any,
+    /// Redis Cluster: only instances of the same hash slot.
+    BySlot,
+}
+
+fn group_of(grouping: Grouping, tag: &str) -> u32 {
+    match grouping {
+        Grouping::Any => 0,
+        Grouping::BySlot => u32::from(keys::hash_slot(tag)),
+    }
+}
+
+/// Builds the calls for the given instances of a batch.
+pub fn build(
+    boards: &BoardSet,
+    instances: &[Instance],
+    which: &[u32],
+    parts: &[PartState],
+    fences: &HashMap<u32, HashMap<u16, i64>>,
+    grouping: Grouping,
+    cache: &ExpiryCache,
+) -> Vec<Call> {
+    let none = HashMap::new();
+    let encoded = which
         .iter()
-        .filter_map(|v| match v {
-            ViewSpec::Window(w) => Some(w),
-            ViewSpec::Period { .. } => None,
+        .filter_map(|&i| {
+            let inst = &instances[i as usize];
+            let known = fences.get(&i).unwrap_or(&none);
+            encode(boards, inst, i, parts, known, cache).map(|e| (group_of(grouping, &inst.tag), e))
         })
         .collect();
-    if windows.is_empty() {
-        return None;
-    }
-    args.push(windows.len().to_string());
-    for w in windows {
-        push_view_keys(
-            &mut call_keys,
-            board,
-            keys::view_key(prefix, tag, &w.view()),
-            true,
-        );
-        args.push("w".into());
-        args.push("0".into());
-        args.push(w.cutoff(now).to_string());
-    }
-    Some(Call {
-        instance: u32::MAX,
-        tag: tag.to_string(),
-        board: board_index,
-        keys: call_keys,
-        args,
-    })
+    pack(encoded)
+}
+
+/// Calls that only trim the windows of the given instances.
+pub fn trims(boards: &BoardSet, instances: &[(usize, String)], grouping: Grouping) -> Vec<Call> {
+    let prefix = &boards.key_prefix;
+    let encoded = instances
+        .iter()
+        .filter_map(|(board_index, tag)| {
+            let board = &boards.boards[*board_index];
+            let windows: Vec<_> = board
+                .views
+                .iter()
+                .filter_map(|v| match v {
+                    ViewSpec::Window(w) => Some(w),
+                    ViewSpec::Period { .. } => None,
+                })
+                .collect();
+            if windows.is_empty() {
+                return None;
+            }
+            let mut call_keys = vec![keys::fence_key(prefix, tag)];
+            let mut args = Vec::new();
+            push_header(&mut args, board, "0");
+            args.push("0".into());
+            args.push(windows.len().to_string());
+            let mut cutoffs = Vec::new();
+            for w in windows {
+                push_view_keys(
+                    &mut call_keys,
+                    board,
+                    keys::view_key(prefix, tag, &w.view()),
+                    true,
+                );
+                args.push("w".into());
+                args.push("0".into());
+                cutoffs.push((args.len(), w.length_ms));
+                args.push(String::new());
+            }
+            let e = Encoded {
+                member: Member {
+                    instance: u32::MAX,
+                    board: *board_index,
+                    tag: tag.clone(),
+                },
+                keys: call_keys,
+                args,
+                cutoffs,
+                expiries: Vec::new(),
+                duplicates: 0,
+                // Trimming work is bounded by the script's eviction budget.
+                updates: MAX_UPDATES_PER_CALL / 8,
+            };
+            Some((group_of(grouping, tag), e))
+        })
+        .collect();
+    pack(encoded)
 }
 
 impl Call {
-    /// The EVALSHA command for this call.
-    pub fn command(&self, sha: &str) -> redis::Cmd {
+    /// The EVALSHA command for this call at clock `now`.
+    pub fn command(&self, sha: &str, now: i64) -> redis::Cmd {
+        let mut args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let cutoffs: Vec<String> = self
+            .cutoffs
+            .iter()
+            .map(|(_, length)| now.saturating_sub(*length).to_string())
+            .collect();
+        for ((i, _), c) in self.cutoffs.iter().zip(&cutoffs) {
+            args[*i] = c;
+        }
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(sha)
             .arg(self.keys.len())
             .arg(&self.keys)
-            .arg(&self.args);
+            .arg(now)
+            .arg(self.members.len())
+            .arg(args);
         cmd
     }
 }

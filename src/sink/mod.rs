@@ -1,6 +1,6 @@
-//! The Redis side of the pipeline: a [`batch::Batch`] becomes one call of the
-//! apply script per board instance ([`call`]), all sent in one pipelined
-//! round trip ([`store`]). Fence conflicts (another consumer applied part of
+//! The Redis side of the pipeline: a [`batch::Batch`] becomes calls of the
+//! apply script, each carrying board instances of one slot ([`call`]), all
+//! sent in one pipelined round trip ([`store`]). Fence conflicts (another consumer applied part of
 //! a partition's range) are resolved here by rebuilding just those calls.
 //!
 //! [`apply_batch`] makes one attempt; the consumer loop retries a failed
@@ -9,6 +9,7 @@
 pub mod aggregate;
 pub mod batch;
 pub mod call;
+pub mod expiry;
 pub mod store;
 pub mod trimmer;
 
@@ -18,6 +19,7 @@ use crate::board::BoardSet;
 use crate::board::keys;
 use batch::Batch;
 use call::{Call, Reply};
+use expiry::ExpiryCache;
 use store::{Store, StoreError, server_error};
 
 /// Rounds of conflict resolution before giving up on an attempt. Each round
@@ -53,33 +55,63 @@ impl FlushReport {
         }
     }
 
-    fn add(&mut self, board: usize, reply: &Reply) {
-        if let Reply::Done {
-            applied,
-            evicted,
-            overflow,
-            late,
-            more,
-            duplicates,
-        } = reply
-        {
-            let c = &mut self.boards[board];
-            c.applied += applied;
-            c.evicted += evicted;
-            c.overflow += overflow;
-            c.late += late;
-            self.more_trim |= more;
-            self.duplicates += duplicates;
-        }
+    fn add(&mut self, board: usize, n: call::Counts) {
+        let c = &mut self.boards[board];
+        c.applied += n.applied;
+        c.evicted += n.evicted;
+        c.overflow += n.overflow;
+        c.late += n.late;
     }
 }
 
 /// Applies a batch: one pipelined round trip (more only on fence conflicts).
+/// Encodes a batch's calls ahead of sending them (CPU work that can run
+/// while the previous batch is still in Redis).
+pub fn prepare(
+    store: &Store,
+    boards: &BoardSet,
+    batch: &Batch,
+    expiries: &std::sync::Mutex<ExpiryCache>,
+) -> Vec<Call> {
+    let all: Vec<u32> = (0..batch.instances.len() as u32).collect();
+    let none = HashMap::new();
+    match expiries.lock() {
+        Ok(mut cache) => {
+            cache.sync_epoch(store.epoch());
+            call::build(
+                boards,
+                &batch.instances,
+                &all,
+                &batch.parts,
+                &none,
+                store.grouping(),
+                &cache,
+            )
+        }
+        Err(_) => {
+            let fresh = ExpiryCache::default();
+            call::build(
+                boards,
+                &batch.instances,
+                &all,
+                &batch.parts,
+                &none,
+                store.grouping(),
+                &fresh,
+            )
+        }
+    }
+}
+
+/// Applies a batch whose calls were [`prepare`]d: one pipelined round trip
+/// (more only on fence conflicts).
 pub async fn apply_batch(
     store: &Store,
     boards: &BoardSet,
     batch: &Batch,
     now: i64,
+    expiries: &std::sync::Mutex<ExpiryCache>,
+    prepared: &[Call],
 ) -> Result<FlushReport, StoreError> {
     let mut report = FlushReport::new(boards.boards.len());
     let part_by_field: HashMap<&str, u16> = batch
@@ -90,25 +122,28 @@ pub async fn apply_batch(
         .collect();
     let mut fences: HashMap<u32, HashMap<u16, i64>> = HashMap::new();
     let mut pending: Vec<u32> = (0..batch.instances.len() as u32).collect();
-    let no_fences = HashMap::new();
     for round in 0..MAX_CONFLICT_ROUNDS {
-        let calls: Vec<Call> = pending
-            .iter()
-            .filter_map(|&i| {
-                let known = fences.get(&i).unwrap_or(&no_fences);
-                call::build(
-                    boards,
-                    &batch.instances[i as usize],
-                    i,
-                    &batch.parts,
-                    known,
-                    now,
-                )
-            })
-            .collect();
-        let mut cmds: Vec<redis::Cmd> = calls.iter().map(|c| c.command(store.sha())).collect();
+        let rebuilt;
+        let calls: &[Call] = if round == 0 {
+            prepared
+        } else {
+            let cache = expiries
+                .lock()
+                .map_err(|_| StoreError::Protocol("expiry cache poisoned".into()))?;
+            rebuilt = call::build(
+                boards,
+                &batch.instances,
+                &pending,
+                &batch.parts,
+                &fences,
+                store.grouping(),
+                &cache,
+            );
+            &rebuilt
+        };
+        let mut cmds: Vec<redis::Cmd> = calls.iter().map(|c| c.command(store.sha(), now)).collect();
         if round == 0 {
-            cmds.extend(registry_commands(boards, &calls, now));
+            cmds.extend(registry_commands(boards, calls, now));
         }
         let replies = store.pipeline(&cmds).await?;
         pending.clear();
@@ -117,15 +152,31 @@ pub async fn apply_batch(
                 return Err(err);
             }
             match Reply::parse(value) {
-                Some(Reply::Conflict { field, fence }) => {
-                    let part = part_by_field.get(field.as_str()).copied().ok_or_else(|| {
-                        StoreError::Protocol(format!("conflict on unknown partition {field}"))
-                    })?;
-                    fences.entry(c.instance).or_default().insert(part, fence);
-                    pending.push(c.instance);
-                    report.conflicts += 1;
+                Some(Reply::Conflict(conflicts)) => {
+                    for (member, field, fence) in conflicts {
+                        let part = part_by_field.get(field.as_str()).copied().ok_or_else(|| {
+                            StoreError::Protocol(format!("conflict on unknown partition {field}"))
+                        })?;
+                        let instance =
+                            c.members.get(member).map(|m| m.instance).ok_or_else(|| {
+                                StoreError::Protocol(format!(
+                                    "conflict on unknown call member {member}"
+                                ))
+                            })?;
+                        fences.entry(instance).or_default().insert(part, fence);
+                        report.conflicts += 1;
+                    }
+                    // The script wrote nothing of this call: send all of it
+                    // again, without what the fences show applied.
+                    pending.extend(c.members.iter().map(|m| m.instance));
                 }
-                Some(done) => report.add(c.board, &done),
+                Some(Reply::Done { more, counts }) => {
+                    report.more_trim |= more;
+                    report.duplicates += c.duplicates as u64;
+                    for (m, n) in c.members.iter().zip(counts) {
+                        report.add(m.board, n);
+                    }
+                }
                 None => {
                     return Err(StoreError::Protocol(format!(
                         "apply script returned {value:?}"
@@ -137,6 +188,17 @@ pub async fn apply_batch(
             if let Some(err) = server_error(value) {
                 return Err(err);
             }
+        }
+        if let Ok(mut cache) = expiries.lock() {
+            let applied = calls.iter().filter(|c| {
+                c.members
+                    .first()
+                    .is_some_and(|m| !pending.contains(&m.instance))
+            });
+            cache.record(
+                applied.flat_map(|c| c.expiries.iter().cloned()),
+                std::time::Instant::now(),
+            );
         }
         if pending.is_empty() {
             return Ok(report);
@@ -156,8 +218,9 @@ pub async fn apply_batch(
 fn registry_commands(boards: &BoardSet, calls: &[Call], now: i64) -> Vec<redis::Cmd> {
     let tags: Vec<&str> = calls
         .iter()
-        .filter(|c| boards.boards[c.board].has_windows())
-        .map(|c| c.tag.as_str())
+        .flat_map(|c| &c.members)
+        .filter(|m| boards.boards[m.board].has_windows())
+        .map(|m| m.tag.as_str())
         .collect();
     if tags.is_empty() {
         return Vec::new();
@@ -180,12 +243,12 @@ pub async fn trim_instances(
     now: i64,
 ) -> Result<Vec<u64>, StoreError> {
     let mut evicted = vec![0u64; boards.boards.len()];
-    let mut pending: Vec<Call> = instances
-        .iter()
-        .filter_map(|(b, tag)| call::trim(boards, *b, tag, now))
-        .collect();
+    let mut pending = call::trims(boards, instances, store.grouping());
     while !pending.is_empty() {
-        let cmds: Vec<redis::Cmd> = pending.iter().map(|c| c.command(store.sha())).collect();
+        let cmds: Vec<redis::Cmd> = pending
+            .iter()
+            .map(|c| c.command(store.sha(), now))
+            .collect();
         let replies = store.pipeline(&cmds).await?;
         let mut again = Vec::new();
         for (c, value) in pending.into_iter().zip(&replies) {
@@ -193,10 +256,10 @@ pub async fn trim_instances(
                 return Err(err);
             }
             match Reply::parse(value) {
-                Some(Reply::Done {
-                    evicted: n, more, ..
-                }) => {
-                    evicted[c.board] += n;
+                Some(Reply::Done { more, counts, .. }) => {
+                    for (m, n) in c.members.iter().zip(&counts) {
+                        evicted[m.board] += n.evicted;
+                    }
                     if more {
                         again.push(c);
                     }

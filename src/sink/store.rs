@@ -73,6 +73,10 @@ fn server_kind(message: &str) -> &'static str {
 pub struct Store {
     conn: ConnectionManager,
     sha: String,
+    /// Bumped whenever Redis turns out to have lost state (empty script
+    /// cache after a restart or failover), so caches of what was written
+    /// can be dropped.
+    epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -106,9 +110,20 @@ impl Store {
         let store = Store {
             conn,
             sha: redis::Script::new(APPLY_LUA).get_hash().to_string(),
+            epoch: Default::default(),
         };
         store.load_script().await?;
         Ok(store)
+    }
+
+    /// How instances may share a script call on this deployment.
+    pub fn grouping(&self) -> super::call::Grouping {
+        super::call::Grouping::Any
+    }
+
+    /// Changes whenever Redis was found to have lost its state.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn sha(&self) -> &str {

@@ -223,9 +223,12 @@ pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, SourceError> 
     defaults.insert("auto.commit.interval.ms", "1000".into());
     defaults.insert("auto.offset.reset", "earliest".into());
     defaults.insert("statistics.interval.ms", "1000".into());
-    // Bound librdkafka's own prefetch (per partition) so memory stays
-    // bounded while Redis is slow.
+    // Bound librdkafka's own prefetch so memory stays bounded while Redis is
+    // slow...
     defaults.insert("queued.max.messages.kbytes", "16384".into());
+    // ...but when the prefetch is full, look again soon: the default (1 s)
+    // leaves a fast consumer without messages for most of that second.
+    defaults.insert("fetch.queue.backoff.ms", "20".into());
     let mut cc = ClientConfig::new();
     for (k, v) in defaults {
         cc.set(k, v);

@@ -1,35 +1,45 @@
--- rankflow: apply one batch's updates to ONE board instance (one hash tag,
--- hence one Redis Cluster slot), atomically with its offset fences.
+-- rankflow: apply one batch's updates to board instances, atomically with
+-- their offset fences. A board instance (board + scope) is one hash tag,
+-- hence one Redis Cluster slot; one call carries one or more instances of
+-- the same slot (on a single node, of any slot), so a batch needs few calls.
 --
--- Called once per board instance per batch. With no groups it only trims the
--- instance's windows (the background trimmer and trim-on-read use that).
--- The argument layout is written by src/sink/call.rs; docs/exactly-once.md and
--- docs/redis-layout.md describe the data it keeps.
+-- With no groups an instance is only trimmed (the background trimmer and
+-- trim-on-read use that). The argument layout is written by
+-- src/sink/call.rs; docs/exactly-once.md and docs/redis-layout.md describe
+-- the data it keeps.
 --
--- KEYS[1]            fence hash: "<topic>/<partition>" -> highest applied offset
--- KEYS[2..]          per view, in order:
---                      period: K [, K:t]
---                      window: K [, K:t], K:log, K:n [, K:ord], K:cut
---                    (K:t when tie != "n" or agg == "last"; K:ord for max/min)
--- ARGV  now, agg, tie, fence_expire, ngroups, {field, lo, hi} x ngroups,
---       nviews, {kind, expire_at [, cutoff if kind == "w"]} x nviews,
---       then for each group, for each view: count, {member, value, ts [, bucket_end]} x count
+-- KEYS, per instance:
+--   fence hash: "<topic>/<partition>" -> highest applied offset
+--   per view, in order:
+--     period: K [, K:t]
+--     window: K [, K:t], K:log, K:n [, K:ord], K:cut
+--   (K:t when tie != "n" or agg == "last"; K:ord for max/min)
+-- ARGV  now, ninstances, then per instance:
+--       agg, tie, fence_expire, ngroups, {field, lo, hi} x ngroups,
+--       nviews, {"p", expire_at, absum, bound_field | "w", expire_at, cutoff} x nviews,
+--       (absum: sum of |delta| of the view's updates; bound_field: "~abs:<kind>"
+--        for plain sums, "" otherwise)
+--       (expire_at / fence_expire: absolute ms; 0 = leave the expiry alone,
+--        the caller set it recently; fence_expire -1 = persist)
+--       then for each view: count, {member, value [, ts] [, bucket_end]} x count
+--       (updates of all groups merged per member: a batch's partitions are
+--        applied together or not at all)
+--       (ts unless the instance is a plain sum: agg "sum", tie "n", no window;
+--        bucket_end for windows)
 --
--- Reply {1, applied, evicted, overflow, late, more, duplicates}
---    or {0, field, fence} when a group overlaps its fence partly (nothing written).
+-- Reply {1, more, {applied, evicted, overflow, late} x ninstances}
+--    or {0, {instance, field, fence} x conflicts} when groups reach their
+--       fence (already applied, in part or in full); then nothing at all
+--       was written.
 
 local now = tonumber(ARGV[1])
-local agg = ARGV[2]
-local tie = ARGV[3]            -- "n" none, "d" tie key = MAXT - t, "a" tie key = t
-local fence_expire = tonumber(ARGV[4])
-local fence = KEYS[1]
+-- Rules of the instance being applied; set per instance below and read by
+-- the helper functions.
+local agg, tie, needs_t, uses_ord
 
 local MAX_EXACT = 9007199254740992  -- 2^53: larger magnitudes are not exact in a double
 local MAXT = 281474976710655        -- 2^48 - 1: tie keys are 12 hex digits
 local EVICT_BUDGET = 20000          -- bucket entries evicted per call, so one call stays short
-
-local needs_t = (tie ~= "n") or (agg == "last")
-local uses_ord = (agg == "max") or (agg == "min")
 
 local function num(s)
   return string.format("%.17g", s)
@@ -129,8 +139,20 @@ local function expire_at(key, at)
   if cur < 0 or cur < at then redis.call("PEXPIREAT", key, at) end
 end
 
+-- Plain-sum period views skip reading scores before writing them while a
+-- bound proves no total can leave the exact range: the fence hash keeps,
+-- per view kind ("~abs:day"), the sum of |delta| ever added to that kind's
+-- keys, hence an upper bound of every |score| in them. Under 2^52 (half the
+-- exact range, leaving room for the rounding of the bound itself) updates
+-- are a bare ZINCRBY; above it each total is checked. The bound lives and
+-- expires with the fences, which outlive every view they guard.
+local BOUND_LIMIT = MAX_EXACT / 2
+
+-- Entries evicted for the current instance and in the whole call, and
+-- whether the instance's eviction stopped at the call's budget.
 local evicted = 0
-local more = 0
+local call_evicted = 0
+local evict_more = false
 
 -- Removes one member's entry of an evicted bucket from the window aggregate.
 local function evict_entry(view, m, vt, bend)
@@ -176,8 +198,8 @@ local function trim(view)
     -- budget leaves only unevicted ones, and the next call starts over.
     local cursor = "0"
     repeat
-      if evicted >= EVICT_BUDGET then
-        more = 1
+      if call_evicted >= EVICT_BUDGET then
+        evict_more = true
         return
       end
       local page = redis.call("HSCAN", bkey, cursor, "COUNT", 500)
@@ -189,6 +211,7 @@ local function trim(view)
           evict_entry(view, kv[i], kv[i + 1], bend)
           fields[#fields + 1] = kv[i]
           evicted = evicted + 1
+          call_evicted = call_evicted + 1
         end
         redis.call("HDEL", bkey, unpack(fields))
       end
@@ -197,142 +220,74 @@ local function trim(view)
   end
 end
 
--- 1. Fences: read every group's fence before writing anything.
-local a = 5
-local ngroups = tonumber(ARGV[a]); a = a + 1
-local groups = {}
-local duplicates = 0
-for g = 1, ngroups do
-  local field, lo, hi, hi_text = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 2]
-  a = a + 3
-  local skip = false
-  local f = redis.call("HGET", fence, field)
-  if f then
-    f = tonumber(f)
-    if hi <= f then
-      skip = true
-      duplicates = duplicates + 1
-    elseif lo <= f then
-      return { 0, field, f }
-    end
+-- One update of a period view. Returns 1 applied, 2 overflow, 0 no change.
+local function apply_period(view, m, dv, dt)
+  if agg == "sum" and tie == "n" then
+    -- Near the exact limit: check each total before writing it.
+    local cur = tonumber(redis.call("ZSCORE", view.key, m) or "0")
+    local nv = cur + dv
+    if nv > MAX_EXACT or nv < -MAX_EXACT then return 2 end
+    redis.call("ZADD", view.key, num(nv), m)
+    return 1
   end
-  groups[g] = { field = field, hi = hi_text, skip = skip }
+  local V, T = get_state(view, m)
+  local nv, nt = combine(V, T, dv, dt)
+  if nv == nil then return 0 end
+  if nv > MAX_EXACT or nv < -MAX_EXACT then return 2 end
+  set_state(view, m, T, nv, nt)
+  return 1
 end
 
--- 2. Views: bind keys, trim windows to the clock.
-local nviews = tonumber(ARGV[a]); a = a + 1
-local views = {}
-local k = 2
-for v = 1, nviews do
-  local view = { kind = ARGV[a], exp = tonumber(ARGV[a + 1]), key = KEYS[k] }
-  a = a + 2
-  k = k + 1
-  if needs_t then view.t = KEYS[k]; k = k + 1 end
-  if view.kind == "w" then
-    view.cutoff = tonumber(ARGV[a]); a = a + 1
-    view.log = KEYS[k]; view.n = KEYS[k + 1]; k = k + 2
-    if uses_ord then view.ord = KEYS[k]; k = k + 1 end
-    view.cut = KEYS[k]; k = k + 1
-    trim(view)
+-- One update of a window bucket. Returns 1 applied, 2 overflow, 3 late, 0 no change.
+local function apply_window(view, m, dv, dt, bend)
+  if tonumber(bend) <= view.cutoff then return 3 end
+  local bkey = view.key .. ":b:" .. bend
+  local old = redis.call("HGET", bkey, m)
+  local bv, bt = nil, nil
+  if old then bv, bt = split_vt(old) end
+  local nbv, nbt = combine(bv, bt, dv, dt)
+  -- The bucket already holds a better value: nothing changes.
+  if nbv == nil then return 0 end
+  local V, T = get_state(view, m)
+  local nv, nt = combine(V, T, dv, dt)
+  if nv ~= nil and (nv > MAX_EXACT or nv < -MAX_EXACT) then return 2 end
+  if nbv > MAX_EXACT or nbv < -MAX_EXACT then return 2 end
+  if not old then
+    redis.call("ZADD", view.log, bend, bend)
+    -- A day past the bucket's own end of life: trimming, not the TTL,
+    -- removes a bucket, and must find it to subtract it.
+    redis.call("PEXPIREAT", bkey, tonumber(bend) + view.len + 86400000)
+    if not uses_ord then redis.call("HINCRBY", view.n, m, 1) end
+  elseif uses_ord then
+    redis.call("ZREM", view.ord, ord_entry(m, bv, bt, bend))
   end
-  views[v] = view
+  if uses_ord then
+    redis.call("ZADD", view.ord, 0, ord_entry(m, nbv, nbt, bend))
+  end
+  redis.call("HSET", bkey, m, num(nbv) .. "," .. num(nbt))
+  if nv ~= nil then set_state(view, m, T, nv, nt) end
+  return 1
 end
 
--- 3. Updates.
-local applied, overflow, late = 0, 0, 0
-for g = 1, ngroups do
-  local skip = groups[g].skip
-  for v = 1, nviews do
-    local view = views[v]
-    local count = tonumber(ARGV[a]); a = a + 1
-    local width = 3
-    if view.kind == "w" then width = 4 end
-    if not skip then
-      for i = 0, count - 1 do
-        local base = a + i * width
-        local m, dv, dt = ARGV[base], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
-        if view.kind == "p" then
-          if agg == "sum" and tie == "n" then
-            -- Fast path: the score is the plain sum.
-            local cur = tonumber(redis.call("ZSCORE", view.key, m) or "0")
-            local nv = cur + dv
-            if nv > MAX_EXACT or nv < -MAX_EXACT then
-              overflow = overflow + 1
-            else
-              redis.call("ZADD", view.key, num(nv), m)
-              applied = applied + 1
-            end
-          else
-            local V, T = get_state(view, m)
-            local nv, nt = combine(V, T, dv, dt)
-            if nv ~= nil then
-              if nv > MAX_EXACT or nv < -MAX_EXACT then
-                overflow = overflow + 1
-              else
-                set_state(view, m, T, nv, nt)
-                applied = applied + 1
-              end
-            end
-          end
-        else
-          local bend = ARGV[base + 3]
-          if tonumber(bend) <= view.cutoff then
-            late = late + 1
-          else
-            local bkey = view.key .. ":b:" .. bend
-            local old = redis.call("HGET", bkey, m)
-            local bv, bt = nil, nil
-            if old then bv, bt = split_vt(old) end
-            local nbv, nbt = combine(bv, bt, dv, dt)
-            local V, T = get_state(view, m)
-            local nv, nt = nil, nil
-            if nbv ~= nil then nv, nt = combine(V, T, dv, dt) end
-            if nbv == nil then
-              -- The bucket already holds a better value: nothing changes.
-            elseif nv ~= nil and (nv > MAX_EXACT or nv < -MAX_EXACT) then
-              overflow = overflow + 1
-            elseif nbv > MAX_EXACT or nbv < -MAX_EXACT then
-              overflow = overflow + 1
-            else
-              if not old then
-                redis.call("ZADD", view.log, bend, bend)
-                -- A day past the window's own expiry: trimming, not the TTL,
-                -- removes a bucket, and must find it to subtract it.
-                expire_at(bkey, view.exp + 86400000)
-                if not uses_ord then redis.call("HINCRBY", view.n, m, 1) end
-              elseif uses_ord then
-                redis.call("ZREM", view.ord, ord_entry(m, bv, bt, bend))
-              end
-              if uses_ord then
-                redis.call("ZADD", view.ord, 0, ord_entry(m, nbv, nbt, bend))
-              end
-              redis.call("HSET", bkey, m, num(nbv) .. "," .. num(nbt))
-              if nv ~= nil then set_state(view, m, T, nv, nt) end
-              applied = applied + 1
-            end
-          end
-        end
-      end
-    end
-    a = a + count * width
+-- Fences and expiry of an instance.
+local function finish(inst)
+  if inst.ngroups == 0 then return end
+  local fence_args = {}
+  for g = 0, inst.ngroups - 1 do
+    fence_args[#fence_args + 1] = ARGV[inst.groups + g * 3]
+    fence_args[#fence_args + 1] = ARGV[inst.groups + g * 3 + 2]
   end
-end
-
--- 4. Expiry and fences, only when something was written for a live group.
-local wrote = false
-for g = 1, ngroups do
-  if not groups[g].skip then
-    redis.call("HSET", fence, groups[g].field, groups[g].hi)
-    wrote = true
-  end
-end
-if wrote then
-  for v = 1, nviews do
-    local view = views[v]
+  for _, x in ipairs(inst.bounds or {}) do fence_args[#fence_args + 1] = x end
+  redis.call("HSET", inst.fence, unpack(fence_args))
+  for _, view in ipairs(inst.views) do
     if view.exp > 0 then
-      expire_at(view.key, view.exp)
-      if needs_t then expire_at(view.t, view.exp) end
-      if view.kind == "w" then
+      if view.kind == "p" then
+        -- A period's expiry is fixed by its end: set it as is.
+        redis.call("PEXPIREAT", view.key, view.exp)
+        if needs_t then redis.call("PEXPIREAT", view.t, view.exp) end
+      else
+        expire_at(view.key, view.exp)
+        if needs_t then expire_at(view.t, view.exp) end
         expire_at(view.log, view.exp)
         expire_at(view.n, view.exp)
         expire_at(view.cut, view.exp)
@@ -340,11 +295,177 @@ if wrote then
       end
     end
   end
-  if fence_expire < 0 then
-    redis.call("PERSIST", fence)
-  else
-    expire_at(fence, fence_expire)
+  if inst.fence_expire < 0 then
+    redis.call("PERSIST", inst.fence)
+  elseif inst.fence_expire > 0 then
+    expire_at(inst.fence, inst.fence_expire)
   end
 end
 
-return { 1, applied, evicted, overflow, late, more, duplicates }
+-- Pass 1: parse every instance and read its fences. A group whose offsets
+-- reach its fence (already applied in part or in full) is reported, and
+-- then nothing at all is written: the caller resends the instance without
+-- the applied offsets.
+local instances = {}
+local conflicts = {}
+local a = 3
+local k = 1
+for i = 1, tonumber(ARGV[2]) do
+  local inst = { agg = ARGV[a], tie = ARGV[a + 1], fence_expire = tonumber(ARGV[a + 2]), fence = KEYS[k] }
+  inst.needs_t = (inst.tie ~= "n") or (inst.agg == "last")
+  inst.uses_ord = (inst.agg == "max") or (inst.agg == "min")
+  local plain = (inst.agg == "sum") and (inst.tie == "n")
+  k = k + 1
+  local ngroups = tonumber(ARGV[a + 3])
+  a = a + 4
+  inst.groups = a
+  inst.ngroups = ngroups
+  a = a + ngroups * 3
+  local nviews = tonumber(ARGV[a]); a = a + 1
+  local views = {}
+  -- bound field -> sum of |delta| this call adds under it
+  local bounds = {}
+  for v = 1, nviews do
+    local view = { kind = ARGV[a], exp = tonumber(ARGV[a + 1]), key = KEYS[k] }
+    a = a + 2
+    k = k + 1
+    if inst.needs_t then view.t = KEYS[k]; k = k + 1 end
+    if view.kind == "p" then
+      local absum, field = tonumber(ARGV[a]), ARGV[a + 1]
+      a = a + 2
+      if field ~= "" then
+        view.bound = field
+        bounds[field] = (bounds[field] or 0) + absum
+      end
+    else
+      plain = false
+      view.cutoff = tonumber(ARGV[a]); a = a + 1
+      view.len = now - view.cutoff
+      view.log = KEYS[k]; view.n = KEYS[k + 1]; k = k + 2
+      if inst.uses_ord then view.ord = KEYS[k]; k = k + 1 end
+      view.cut = KEYS[k]; k = k + 1
+    end
+    views[v] = view
+  end
+  -- A plain sum's updates carry no event time; windows add the bucket end.
+  for v = 1, nviews do
+    if plain then views[v].width = 2
+    elseif views[v].kind == "w" then views[v].width = 4
+    else views[v].width = 3 end
+  end
+  inst.views = views
+  -- One read for the fences and the bounds.
+  local fields = {}
+  for g = 1, ngroups do fields[g] = ARGV[inst.groups + (g - 1) * 3] end
+  local bound_fields = {}
+  for field, _ in pairs(bounds) do
+    bound_fields[#bound_fields + 1] = field
+    fields[#fields + 1] = field
+  end
+  if #fields > 0 then
+    local got = redis.call("HMGET", inst.fence, unpack(fields))
+    for g = 1, ngroups do
+      local f = got[g]
+      if f and tonumber(ARGV[inst.groups + (g - 1) * 3 + 1]) <= tonumber(f) then
+        conflicts[#conflicts + 1] = i
+        conflicts[#conflicts + 1] = fields[g]
+        conflicts[#conflicts + 1] = tonumber(f)
+      end
+    end
+    -- New bounds, and which of them still allow the bare ZINCRBY.
+    inst.bounds = {}
+    inst.fast = {}
+    for j, field in ipairs(bound_fields) do
+      local old = got[ngroups + j]
+      local bound
+      if old then
+        bound = tonumber(old)
+      else
+        -- No bound yet: a new view kind has no keys, so it starts at 0;
+        -- but a key written without a bound (the field was lost) proves
+        -- nothing, and then every total of the kind is checked.
+        bound = 0
+        for _, view in ipairs(views) do
+          if view.bound == field and redis.call("EXISTS", view.key) == 1 then
+            bound = BOUND_LIMIT + 1
+          end
+        end
+      end
+      bound = bound + bounds[field]
+      inst.bounds[#inst.bounds + 1] = field
+      inst.bounds[#inst.bounds + 1] = num(bound)
+      inst.fast[field] = bound <= BOUND_LIMIT
+    end
+  end
+  -- Updates start here; skip over them.
+  inst.updates = a
+  for v = 1, nviews do
+    local count = tonumber(ARGV[a]); a = a + 1
+    a = a + count * views[v].width
+  end
+  instances[i] = inst
+end
+if #conflicts > 0 then
+  local reply = { 0 }
+  for _, c in ipairs(conflicts) do reply[#reply + 1] = c end
+  return reply
+end
+
+-- Pass 2: apply.
+local more = 0
+local reply = { 1, 0 }
+for i = 1, #instances do
+  local inst = instances[i]
+  agg, tie, needs_t, uses_ord = inst.agg, inst.tie, inst.needs_t, inst.uses_ord
+  evicted = 0
+  evict_more = false
+  local views = inst.views
+  for v = 1, #views do
+    local view = views[v]
+    if view.kind == "w" then
+      trim(view)
+    elseif view.bound then
+      view.fast = inst.fast[view.bound]
+    end
+  end
+  local applied, overflow, late = 0, 0, 0
+  a = inst.updates
+  for v = 1, #views do
+    local view = views[v]
+    local count = tonumber(ARGV[a]); a = a + 1
+    local width = view.width
+    if view.fast then
+      -- The hot path: a plain sum far from the exact limit.
+      for u = 0, count - 1 do
+        local base = a + u * width
+        redis.call("ZINCRBY", view.key, ARGV[base + 1], ARGV[base])
+      end
+      applied = applied + count
+    else
+      for u = 0, count - 1 do
+        local base = a + u * width
+        local m, dv = ARGV[base], tonumber(ARGV[base + 1])
+        local dt = 0
+        if width > 2 then dt = tonumber(ARGV[base + 2]) end
+        local r
+        if view.kind == "p" then
+          r = apply_period(view, m, dv, dt)
+        else
+          r = apply_window(view, m, dv, dt, ARGV[base + 3])
+        end
+        if r == 1 then applied = applied + 1
+        elseif r == 2 then overflow = overflow + 1
+        elseif r == 3 then late = late + 1 end
+      end
+    end
+    a = a + count * width
+  end
+  finish(inst)
+  reply[#reply + 1] = applied
+  reply[#reply + 1] = evicted
+  reply[#reply + 1] = overflow
+  reply[#reply + 1] = late
+  if evict_more then more = 1 end
+end
+reply[2] = more
+return reply
