@@ -188,9 +188,18 @@ async fn probe_redis(store: Store, health: Arc<Health>, mut shutdown: watch::Rec
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = shutdown.wait_for(|s| *s) => return,
         }
+        // Also keeps `rankflow_redis_up` fresh while no batches flow
+        // (gauges not updated for 30 s leave /metrics).
         match store.query::<String>(&redis::cmd("PING")).await {
-            Ok(_) => health.redis_ok(),
-            Err(e) => health.redis_failed(&format!("PING failed: {e}")),
+            Ok(_) => {
+                health.redis_ok();
+                metrics::gauge!(telemetry::REDIS_UP).set(1.0);
+            }
+            Err(e) => {
+                health.redis_failed(&format!("PING failed: {e}"));
+                metrics::gauge!(telemetry::REDIS_UP).set(0.0);
+                metrics::counter!(telemetry::REDIS_ERRORS, "kind" => e.kind()).increment(1);
+            }
         }
     }
 }

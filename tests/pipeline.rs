@@ -200,6 +200,45 @@ async fn all_three_event_types_reach_their_boards_with_exact_sums() {
     .await;
     assert_eq!(applied, 3000.0);
 
+    // The SPEC §6 metrics that apply without faults, with histogram buckets.
+    let text = get_text(&metrics).await.expect("metrics");
+    for name in [
+        "rankflow_events_total{",
+        "rankflow_board_updates_total{board=\"star_coins\"}",
+        "rankflow_batch_events_bucket{le=",
+        "rankflow_batch_flush_seconds_bucket{le=",
+        "rankflow_event_lag_seconds_bucket{le=",
+        "rankflow_rebalances_total{kind=\"assign\"}",
+    ] {
+        assert!(text.contains(name), "/metrics lacks {name}:\n{text}");
+    }
+    let lag = wait_for(
+        Duration::from_secs(15),
+        "consumer lag of 0 on every partition",
+        || async {
+            let t = get_text(&metrics).await.unwrap_or_default();
+            let series: Vec<&str> = t
+                .lines()
+                .filter(|l| l.starts_with("rankflow_consumer_lag{") && l.contains(&setup.topic))
+                .collect();
+            (series.len() == 4 && series.iter().all(|l| l.ends_with(" 0"))).then_some(series.len())
+        },
+    )
+    .await;
+    assert_eq!(lag, 4);
+    let (status, health) = get_json(&app.url("/healthz")).await;
+    assert_eq!(status, 200, "{health}");
+    let (status, list) = get_json(&app.url("/v1/boards")).await;
+    assert_eq!(status, 200);
+    let boards = list["boards"].as_array().expect("boards");
+    assert_eq!(boards.len(), 5);
+    assert_eq!(boards[0]["views"][0]["view"], "day");
+    assert!(
+        boards[0]["views"][0]["next_reset"]
+            .as_str()
+            .is_some_and(|r| r.ends_with("+00:00"))
+    );
+
     // The read API ranks by true score.
     let (status, body) = get_json(&app.url("/v1/boards/star_coins/all/top?limit=100")).await;
     assert_eq!(status, 200, "{body}");
@@ -478,11 +517,18 @@ async fn a_consumer_killed_mid_stream_and_restarted_applies_every_event_once() {
     first.kill9();
     println!("injected: kill -9 after {seen} of 30000 events were applied");
     let second = Process::start(&setup);
-    wait_boards(&redis, &setup, &expect, Duration::from_secs(120)).await;
+    let r = tokio::time::timeout(
+        Duration::from_secs(150),
+        wait_boards(&redis, &setup, &expect, Duration::from_secs(120)),
+    )
+    .await;
+    if r.is_err() {
+        println!("first:\n{}\nsecond:\n{}", first.log(), second.log());
+    }
+    r.expect("boards in time");
     println!(
         "verified: after the restart every board equals the reference (no loss, no double count)"
     );
-    drop(second);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

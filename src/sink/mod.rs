@@ -203,10 +203,10 @@ pub async fn apply_batch(
         if pending.is_empty() {
             return Ok(report);
         }
-        tracing::info!(
+        tracing::debug!(
             instances = pending.len(),
             round,
-            "Another consumer applied part of these partitions already; resending without the applied offsets."
+            "Fences show part of this batch applied already (a redelivery, or another consumer); resending without it."
         );
     }
     Err(StoreError::Protocol(format!(

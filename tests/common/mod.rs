@@ -200,22 +200,38 @@ impl Drop for Broker {
     }
 }
 
-/// Sends payloads to explicit partitions, waiting for every delivery.
+/// Sends payloads to explicit partitions, waiting for every delivery. All
+/// of a chunk is enqueued before any delivery is awaited, so librdkafka
+/// batches them.
 pub async fn send_all(producer: &FutureProducer, topic: &str, messages: &[(i32, Vec<u8>)]) {
-    for chunk in messages.chunks(2000) {
-        let futures: Vec<_> = chunk
-            .iter()
-            .map(|(p, payload)| {
-                producer.send(
-                    FutureRecord::<(), [u8]>::to(topic)
-                        .partition(*p)
-                        .payload(payload),
-                    Duration::from_secs(30),
-                )
-            })
-            .collect();
-        for f in futures {
-            f.await
+    for chunk in messages.chunks(5000) {
+        let mut deliveries = Vec::with_capacity(chunk.len());
+        for (p, payload) in chunk {
+            let mut record = FutureRecord::<(), [u8]>::to(topic)
+                .partition(*p)
+                .payload(payload);
+            loop {
+                match producer.send_result(record) {
+                    Ok(d) => break deliveries.push(d),
+                    Err((e, r)) => {
+                        assert!(
+                            matches!(
+                                e,
+                                rdkafka::error::KafkaError::MessageProduction(
+                                    rdkafka::types::RDKafkaErrorCode::QueueFull
+                                )
+                            ),
+                            "enqueue failed: {e}"
+                        );
+                        record = r;
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            }
+        }
+        for d in deliveries {
+            d.await
+                .expect("delivery future")
                 .unwrap_or_else(|(e, _)| panic!("delivery failed: {e}"));
         }
     }

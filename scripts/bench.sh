@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The benchmarks, each printing ratios against a baseline measured in the
+# same run: the rule expression compiler against the cel interpreter, and
+# the whole pipeline (1,000,000 gift events through tansu and Redis) with the
+# default batch settings against one round trip per event.
+# BENCH_EVENTS / BENCH_NAIVE_EVENTS shrink the pipeline load for a quick look.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TANSU_BIN=$(scripts/setup.sh | tail -n 1)
+export TANSU_BIN
+cargo bench --locked --bench expr
+cargo bench --locked --bench pipeline
