@@ -423,7 +423,7 @@ pub fn trims(boards: &BoardSet, instances: &[(usize, String)], grouping: Groupin
             args.push("0".into());
             args.push(windows.len().to_string());
             let mut cutoffs = Vec::new();
-            for w in windows {
+            for w in &windows {
                 push_view_keys(
                     &mut call_keys,
                     board,
@@ -435,6 +435,8 @@ pub fn trims(boards: &BoardSet, instances: &[(usize, String)], grouping: Groupin
                 cutoffs.push((args.len(), w.length_ms));
                 args.push(String::new());
             }
+            // No updates for any view.
+            args.extend(windows.iter().map(|_| "0".to_string()));
             let e = Encoded {
                 member: Member {
                     instance: u32::MAX,
