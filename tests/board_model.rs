@@ -10,22 +10,13 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use chrono::TimeZone;
+use common::direct::Direct;
 use common::*;
 use proptest::prelude::*;
-use rankflow::board::BoardSet;
-use rankflow::board::resolve::Resolver;
-use rankflow::clock::{ManualClock, SharedClock};
-use rankflow::config::Config;
-use rankflow::event::Decoder;
-use rankflow::reader::{Query, Reader};
-use rankflow::sink::batch::Batch;
-use rankflow::sink::expiry::ExpiryCache;
-use rankflow::sink::store::Store;
-use rankflow::sink::{apply_batch, prepare};
+use rankflow::reader::Query;
 
 const AGGS: [&str; 4] = ["sum", "max", "min", "last"];
 const TIES: [&str; 3] = ["none", "earliest", "latest"];
@@ -189,15 +180,9 @@ fn ranked(agg: &str, tie: &str, evs: &[&Ev]) -> Vec<(String, f64)> {
     rows.into_iter().map(|(m, v, _)| (m, v as f64)).collect()
 }
 
-fn config(case: &Case, prefix: &str) -> Config {
-    let text = format!(
+fn boards_toml(case: &Case) -> String {
+    format!(
         r#"
-[kafka]
-brokers = "unused:9092"
-topics = ["t"]
-[redis]
-url = "{url}"
-key_prefix = "{prefix}"
 [[board]]
 name = "b"
 event = "score"
@@ -209,48 +194,29 @@ aggregate = "{agg}"
 tie_break = "{tie}"
 timezone = "{zone}"
 "#,
-        url = env().redis.url(),
         agg = case.agg,
         tie = case.tie,
         zone = case.zone,
-    );
-    Config::from_toml(&text, Path::new("model.toml"), Vec::new()).expect("config")
+    )
 }
 
 async fn run_case(case: Case) -> Result<(), TestCaseError> {
-    let prefix = unique("m");
-    let cfg = config(&case, &prefix);
-    let boards = Arc::new(BoardSet::compile(&cfg).expect("boards"));
-    let store = Store::connect(&cfg.redis).await.expect("redis");
-    let decoder = Decoder::new(65536).expect("decoder");
-    let expiries = Mutex::new(ExpiryCache::default());
     // Event times are relative to the real now: Redis expires keys by its
     // own clock, so period keys must belong to recent periods.
     let base = (now_ms() / BUCKET_MS) * BUCKET_MS;
-    let clock = ManualClock::new(base);
-    let mut resolver = Resolver::new(&boards);
-    let topic: Arc<str> = Arc::from("t");
-    let mut offsets = [0i64; 2];
+    let mut d = Direct::new(&env().redis.url(), &unique("m"), &boards_toml(&case), base).await;
     let mut applied: Vec<Ev> = Vec::new();
     let mut window_kept: Vec<Ev> = Vec::new();
     for (i, (evs, advance)) in case.batches.iter().enumerate() {
-        clock.advance(*advance);
-        let now = rankflow::clock::Clock::now_ms(&clock);
-        let mut batch = Batch::default();
+        d.clock.advance(*advance);
+        let now = d.now();
+        let mut batch = Vec::new();
         for (j, e) in evs.iter().enumerate() {
             let ts = base + e.ts;
-            let partition = (j % 2) as i32;
-            let offset = offsets[partition as usize];
-            offsets[partition as usize] += 1;
-            let json = serde_json::json!({"type": "score", "event_id": format!("{i}-{j}"), "ts": ts,
-                "user_id": e.member, "game_id": "g", "points": e.value});
-            let event = decoder
-                .decode(json.to_string().as_bytes())
-                .expect("valid event");
-            let mut updates = Vec::new();
-            rankflow::rules::evaluate(&boards, &event, &mut updates).expect("rules");
-            let part = batch.take_message(&topic, partition, offset);
-            batch.add_updates(&boards, &mut resolver, part, offset, ts, &updates, now);
+            batch.push(
+                serde_json::json!({"type": "score", "event_id": format!("{i}-{j}"), "ts": ts,
+                "user_id": e.member, "game_id": "g", "points": e.value}),
+            );
             let absolute = Ev { ts, ..e.clone() };
             // The window takes an event only while its bucket is in it.
             let bucket_end = (ts.div_euclid(BUCKET_MS) + 1) * BUCKET_MS;
@@ -259,26 +225,20 @@ async fn run_case(case: Case) -> Result<(), TestCaseError> {
             }
             applied.push(absolute);
         }
-        let times = if case.redeliver.get(i).copied().unwrap_or(false) {
-            2
-        } else {
-            1
-        };
-        for _ in 0..times {
-            let prepared = prepare(&store, &boards, &batch, &expiries);
-            apply_batch(&store, &boards, &batch, now, &expiries, &prepared)
-                .await
-                .map_err(|e| TestCaseError::fail(format!("apply: {e}")))?;
+        d.apply(&batch).await;
+        if case.redeliver.get(i).copied().unwrap_or(false) {
+            // The same offsets again: the fences must make it a no-op.
+            let again = d.redeliver_last().await;
+            prop_assert!(
+                again.boards.iter().all(|c| c.applied == 0),
+                "a redelivered batch changed a board: {:?}",
+                again
+            );
         }
     }
-    clock.advance(case.final_advance);
-    let now = rankflow::clock::Clock::now_ms(&clock);
-    let shared: SharedClock = Arc::new(clock.clone());
-    let reader = Reader {
-        boards: boards.clone(),
-        store: store.clone(),
-        clock: shared,
-    };
+    d.clock.advance(case.final_advance);
+    let now = d.now();
+    let reader = d.reader();
     let tz: chrono_tz::Tz = case.zone.parse().expect("zone");
     let local = |ts: i64| {
         chrono::Utc

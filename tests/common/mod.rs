@@ -4,6 +4,8 @@
 //! child process (to kill -9 or SIGTERM it), and polling with deadlines.
 #![allow(dead_code)]
 
+pub mod direct;
+
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
