@@ -130,7 +130,7 @@ pub async fn run(
         boards,
         decoder,
         store,
-        consumer,
+        consumer: consumer.clone(),
         rebalances: events_rx,
         clock,
         health,
@@ -141,6 +141,10 @@ pub async fn run(
     .run(shutdown)
     .await;
 
+    // Closing the consumer leaves the group, which waits for the broker; a
+    // thread of its own keeps that from holding up the exit when the broker
+    // is gone (the group then times the member out).
+    std::thread::spawn(move || drop(consumer));
     let _ = trim.await;
     let _ = health_probe.await;
     let _ = http.await;

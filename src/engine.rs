@@ -41,8 +41,10 @@ use crate::telemetry;
 /// First and largest pause between attempts to apply a batch.
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// Part of the 10 s shutdown budget spent waiting for Redis.
+/// Part of the 10 s shutdown budget spent waiting for Redis...
 const SHUTDOWN_FLUSH_BUDGET: Duration = Duration::from_secs(7);
+/// ...and for the final offset commit.
+const COMMIT_BUDGET: Duration = Duration::from_secs(2);
 /// How long a full backlog may stop the loop from polling Kafka before the
 /// partitions are paused and polling resumes (well below any sensible
 /// `max.poll.interval.ms`).
@@ -450,11 +452,23 @@ impl Engine {
             previous = Some(done);
             applied_all &= self.await_flush(state, handle, deadline).await;
         }
-        match self.consumer.commit_consumer_state(CommitMode::Sync) {
-            Ok(()) => tracing::info!(all_applied = applied_all, "Offsets committed on shutdown."),
-            Err(e) => tracing::info!(error = %e, "No offsets to commit on shutdown."),
+        // A synchronous commit waits for the group coordinator; with the
+        // broker unreachable that could outlast the shutdown budget, so it
+        // runs on its own thread and is given COMMIT_BUDGET.
+        let consumer = self.consumer.clone();
+        let (tx, rx) = oneshot::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(consumer.commit_consumer_state(CommitMode::Sync));
+        });
+        match tokio::time::timeout(COMMIT_BUDGET, rx).await {
+            Ok(Ok(Ok(()))) => {
+                tracing::info!(all_applied = applied_all, "Offsets committed on shutdown.")
+            }
+            Ok(Ok(Err(e))) => tracing::info!(error = %e, "No offsets to commit on shutdown."),
+            _ => tracing::warn!(
+                "The final commit did not finish in time (broker unreachable?); the group keeps the last committed offsets and the fences skip what is re-read."
+            ),
         }
-        self.consumer.unsubscribe();
     }
 
     async fn await_flush(

@@ -29,13 +29,17 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(dispatch(cli.command)) {
+    let code = match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(1)
         }
-    }
+    };
+    // Do not wait for blocking work still running (e.g. a Kafka call to an
+    // unreachable broker): everything that matters is done.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    code
 }
 
 fn config_error(e: impl std::fmt::Display) -> ExitCode {

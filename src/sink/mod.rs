@@ -235,7 +235,8 @@ fn registry_commands(boards: &BoardSet, calls: &[Call], now: i64) -> Vec<redis::
 
 /// Trims the windows of the given instances to `now`, repeating calls whose
 /// eviction hit its budget, so that a read right after sees exactly the
-/// window. Returns the entries evicted per board.
+/// window. Returns the entries evicted per board (also counted in
+/// `rankflow_window_evictions_total`).
 pub async fn trim_instances(
     store: &Store,
     boards: &BoardSet,
@@ -272,6 +273,12 @@ pub async fn trim_instances(
             }
         }
         pending = again;
+    }
+    for (board, n) in evicted.iter().enumerate() {
+        if *n > 0 {
+            metrics::counter!(crate::telemetry::WINDOW_EVICTIONS, "board" => boards.boards[board].name.clone())
+                .increment(*n);
+        }
     }
     Ok(evicted)
 }

@@ -12,7 +12,6 @@ use crate::board::BoardSet;
 use crate::board::keys;
 use crate::board::model::ViewSpec;
 use crate::clock::SharedClock;
-use crate::telemetry;
 
 use super::store::{Store, StoreError};
 use super::trim_instances;
@@ -113,13 +112,7 @@ pub async fn trim_once(
                 _ => gone.push(tag.clone()),
             }
         }
-        let evicted = trim_instances(store, boards, &live, now).await?;
-        for (i, n) in evicted.into_iter().enumerate() {
-            if n > 0 {
-                metrics::counter!(telemetry::WINDOW_EVICTIONS, "board" => boards.boards[i].name.clone())
-                    .increment(n);
-            }
-        }
+        trim_instances(store, boards, &live, now).await?;
         if !gone.is_empty() {
             // Their windows emptied long ago (or the board was removed).
             let _: i64 = store
