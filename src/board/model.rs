@@ -101,7 +101,11 @@ impl Board {
             _ => format!(
                 "{values}; ties resolved to 1 ms for event times 1970-01-01 .. {} (tie key separate from the score)",
                 chrono::DateTime::from_timestamp_millis(MAX_TIE_TS)
-                    .map(|d| d.format("%Y-%m-%d").to_string())
+                    .map(|d| d
+                        .format("%Y-%m-%d")
+                        .to_string()
+                        .trim_start_matches('+')
+                        .to_string())
                     .unwrap_or_default()
             ),
         }
