@@ -16,7 +16,8 @@ use crate::api::{self, ApiState};
 use crate::board::BoardSet;
 use crate::clock::SharedClock;
 use crate::config::{Config, ConfigError};
-use crate::engine::Engine;
+use crate::deadletter::{DeadLetterError, DeadLetters};
+use crate::engine::{Engine, Flusher};
 use crate::event::{Decoder, SchemaBuildError};
 use crate::health::Health;
 use crate::reader::Reader;
@@ -34,6 +35,8 @@ pub enum AppError {
     Schema(#[from] SchemaBuildError),
     #[error(transparent)]
     Source(#[from] SourceError),
+    #[error(transparent)]
+    DeadLetters(#[from] DeadLetterError),
     #[error("metrics recorder: {0}")]
     Metrics(String),
     #[error("HTTP listener: {0}")]
@@ -45,6 +48,7 @@ impl AppError {
     pub fn is_config(&self) -> bool {
         matches!(self, AppError::Config(_))
             || matches!(self, AppError::Source(e) if !e.is_retriable())
+            || matches!(self, AppError::DeadLetters(_))
     }
 }
 
@@ -60,6 +64,12 @@ pub async fn run(
     let decoder = Arc::new(Decoder::new(config.kafka.max_event_bytes)?);
     // Fail on a bad [kafka.client] before doing anything else.
     source::client_config(&config.kafka)?;
+    let dead_letters = DeadLetters::new(&config.kafka)?;
+    if dead_letters.is_none() {
+        tracing::warn!(
+            "No kafka.dead_letter_topic: invalid events are counted and logged, not kept."
+        );
+    }
     let health = Arc::new(Health::default());
     let reader_slot = Arc::new(OnceLock::new());
 
@@ -126,17 +136,25 @@ pub async fn run(
     ));
     let health_probe = tokio::spawn(probe_redis(store.clone(), health.clone(), shutdown.clone()));
 
+    let flusher = Flusher {
+        store,
+        boards: boards.clone(),
+        clock: clock.clone(),
+        health: health.clone(),
+        expiries: Default::default(),
+        dead_letters,
+    };
     Engine {
         boards,
         decoder,
-        store,
         consumer: consumer.clone(),
         rebalances: events_rx,
         clock,
         health,
         batch: config.batch.clone(),
+        max_event_bytes: config.kafka.max_event_bytes,
         trim_wanted,
-        expiries: Default::default(),
+        flusher,
     }
     .run(shutdown)
     .await;
@@ -185,9 +203,34 @@ async fn connect_redis(
     }
 }
 
-/// Keeps `/healthz` honest while no batches flow: a PING every second.
+/// Keeps `/healthz` honest while no batches flow: a PING every second. Also
+/// watches Redis's run id: a new one (restart, failover) may mean lost
+/// writes, which the consumer loop answers by re-reading from the positions
+/// Redis has.
 async fn probe_redis(store: Store, health: Arc<Health>, mut shutdown: watch::Receiver<bool>) {
+    let mut run_id: Option<String> = None;
+    let mut tick = 0u64;
     loop {
+        tick += 1;
+        if tick % 5 == 1
+            && let Ok(info) = store
+                .query::<String>(redis::cmd("INFO").arg("server"))
+                .await
+        {
+            let id = info
+                .lines()
+                .find_map(|l| l.strip_prefix("run_id:"))
+                .map(|s| s.trim().to_string());
+            if let (Some(old), Some(new)) = (&run_id, &id)
+                && old != new
+            {
+                tracing::warn!(old = %old, new = %new, "Redis run id changed (restart or failover).");
+                store.note_lost_state();
+            }
+            if id.is_some() {
+                run_id = id;
+            }
+        }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = shutdown.wait_for(|s| *s) => return,

@@ -379,6 +379,21 @@ mod tests {
         let mut g = gift();
         g["ts"] = serde_json::json!(-1);
         assert_eq!(reason(g.to_string().as_bytes()), "schema");
+        // Seconds sent as milliseconds, or an unset field: before 2000.
+        g["ts"] = serde_json::json!(1_763_700_000);
+        assert_eq!(reason(g.to_string().as_bytes()), "schema");
+        g["ts"] = serde_json::json!(0);
+        assert_eq!(reason(g.to_string().as_bytes()), "schema");
+        // Control characters in an id (escaped, so the JSON itself is valid).
+        let mut g = gift();
+        g["sender_id"] = serde_json::json!("a\u{1}b");
+        assert_eq!(reason(g.to_string().as_bytes()), "schema");
+        let mut g = gift();
+        g["sender_id"] = serde_json::json!("{x}:%y z 😀");
+        assert!(
+            dec().decode(g.to_string().as_bytes()).is_ok(),
+            "delimiters, spaces and emoji are fine"
+        );
     }
 
     #[test]
@@ -397,12 +412,12 @@ mod tests {
 
     #[test]
     fn all_three_types_decode() {
-        let s = serde_json::json!({"type":"score","event_id":"s","ts":1,"user_id":"u","game_id":"g","points":-5});
+        let s = serde_json::json!({"type":"score","event_id":"s","ts":1_763_700_000_000i64,"user_id":"u","game_id":"g","points":-5});
         assert_eq!(
             dec().decode(s.to_string().as_bytes()).unwrap().kind,
             EventType::Score
         );
-        let p = serde_json::json!({"type":"play","event_id":"p","ts":1,"user_id":"u","game_id":"g","duration_ms":5});
+        let p = serde_json::json!({"type":"play","event_id":"p","ts":1_763_700_000_000i64,"user_id":"u","game_id":"g","duration_ms":5});
         assert_eq!(
             dec().decode(p.to_string().as_bytes()).unwrap().kind,
             EventType::Play

@@ -25,6 +25,7 @@ pub mod board;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod deadletter;
 pub mod engine;
 pub mod event;
 pub mod health;

@@ -181,7 +181,7 @@ mod tests {
 
     fn gift(gift_id: &str, extra: serde_json::Value) -> Event {
         event(serde_json::json!({
-            "type": "gift", "event_id": "e", "ts": 1000, "sender_id": "s",
+            "type": "gift", "event_id": "e", "ts": 1_763_700_000_000i64, "sender_id": "s",
             "receiver_id": "r{1}", "gift_id": gift_id, "count": 3, "value": 2.5, "extra": extra
         }))
     }

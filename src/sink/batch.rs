@@ -47,7 +47,9 @@ pub struct PartState {
     pub partition: i32,
     /// `<topic>/<partition>`, the fence field.
     pub field: String,
-    /// Highest offset taken into the batch (applied, filtered or invalid).
+    /// Lowest and highest offset taken into the batch (applied, filtered
+    /// or invalid).
+    pub first_offset: i64,
     pub last_offset: i64,
 }
 
@@ -144,6 +146,7 @@ impl Batch {
                     topic: topic.clone(),
                     partition,
                     field: keys::partition_field(topic, partition),
+                    first_offset: offset,
                     last_offset: offset,
                 });
                 self.part_index.insert((topic.clone(), partition), i);
@@ -151,6 +154,7 @@ impl Batch {
             }
         };
         let p = &mut self.parts[idx as usize];
+        p.first_offset = p.first_offset.min(offset);
         p.last_offset = p.last_offset.max(offset);
         idx
     }
@@ -274,6 +278,14 @@ impl Batch {
             .iter()
             .filter(|p| p.last_offset >= 0)
             .map(|p| (&p.topic, p.partition, p.last_offset + 1))
+    }
+
+    /// The first offset of each partition in the batch.
+    pub fn first_offsets(&self) -> impl Iterator<Item = ((Arc<str>, i32), i64)> + '_ {
+        self.parts
+            .iter()
+            .filter(|p| p.last_offset >= 0)
+            .map(|p| ((p.topic.clone(), p.partition), p.first_offset))
     }
 
     pub fn update_count(&self) -> usize {

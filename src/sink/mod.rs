@@ -10,6 +10,7 @@ pub mod aggregate;
 pub mod batch;
 pub mod call;
 pub mod expiry;
+pub mod positions;
 pub mod store;
 pub mod trimmer;
 

@@ -121,6 +121,12 @@ impl Store {
         super::call::Grouping::Any
     }
 
+    /// Records that Redis lost its state (seen by a caller, e.g. a changed
+    /// run id after a failover).
+    pub fn note_lost_state(&self) {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Changes whenever Redis was found to have lost its state.
     pub fn epoch(&self) -> u64 {
         self.epoch.load(std::sync::atomic::Ordering::SeqCst)

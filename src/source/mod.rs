@@ -175,10 +175,15 @@ impl ConsumerContext for Context {
         }
     }
 
-    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Assign(tpl) => {
                 let assigned = partitions(tpl);
+                // Nothing is fetched until the consumer loop has looked up
+                // where Redis says each partition resumes (and sought there).
+                if let Err(e) = consumer.pause(tpl) {
+                    tracing::warn!(error = %e, "Could not pause newly assigned partitions; they start at Kafka's committed offsets.");
+                }
                 if let Ok(mut a) = self.assigned.lock() {
                     for (t, p) in &assigned {
                         a.insert((t.to_string(), *p));

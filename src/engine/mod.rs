@@ -32,15 +32,17 @@ use crate::config::BatchConfig;
 use crate::event::Decoder;
 use crate::health::Health;
 use crate::rules;
+use crate::sink::FlushReport;
 use crate::sink::batch::{Batch, Outcome};
-use crate::sink::store::Store;
-use crate::sink::{FlushReport, apply_batch, prepare};
+use crate::sink::positions;
 use crate::source::{KafkaConsumer, RebalanceEvent, TopicPartition, offsets_list};
 use crate::telemetry;
 
-/// First and largest pause between attempts to apply a batch.
-const BACKOFF_START: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
+mod flush;
+
+use flush::Flushed;
+pub use flush::Flusher;
+
 /// Part of the 10 s shutdown budget spent waiting for Redis...
 const SHUTDOWN_FLUSH_BUDGET: Duration = Duration::from_secs(7);
 /// ...and for the final offset commit.
@@ -71,26 +73,37 @@ pub fn backlog_limit(max_events: usize) -> usize {
 pub struct Engine {
     pub boards: Arc<BoardSet>,
     pub decoder: Arc<Decoder>,
-    pub store: Store,
     pub consumer: Arc<KafkaConsumer>,
     pub rebalances: UnboundedReceiver<RebalanceEvent>,
     pub clock: SharedClock,
     pub health: Arc<Health>,
     pub batch: BatchConfig,
+    /// Longest payload copied into a dead letter.
+    pub max_event_bytes: usize,
     /// Woken when a flush reports window evictions left over.
     pub trim_wanted: Arc<Notify>,
-    /// Key expiries set recently (shared by the sequential flush tasks).
-    pub expiries: Arc<std::sync::Mutex<crate::sink::expiry::ExpiryCache>>,
+    /// Applies batches (and writes dead letters and positions).
+    pub flusher: Flusher,
 }
 
-/// The result of a flush task: the batch back with its report, or `None`
-/// when shutdown interrupted the retries (nothing may be committed then).
-type Flushed = Option<(Batch, FlushReport, Duration)>;
+/// Where a partition's reading restarts, looked up in Redis.
+struct Resume {
+    /// Assignment generation the lookup belongs to.
+    generation: u64,
+    /// Partition → position recorded in Redis, or the fallback offset.
+    offsets: Vec<(TopicPartition, Option<i64>)>,
+}
 
 /// Mutable loop state.
 struct State {
     resolver: Resolver,
     assigned: HashSet<TopicPartition>,
+    /// Assigned partitions kept paused until their resume position is known.
+    awaiting: HashSet<TopicPartition>,
+    /// Bumped per assignment (and rewind), so late lookups are ignored.
+    generation: u64,
+    /// The store's epoch last seen; a change means Redis lost state.
+    epoch: u64,
     topics: Vec<Arc<str>>,
     paused: bool,
 }
@@ -102,9 +115,13 @@ impl Engine {
         let mut state = State {
             resolver: Resolver::new(&self.boards),
             assigned: HashSet::new(),
+            awaiting: HashSet::new(),
+            generation: 0,
+            epoch: self.flusher.store.epoch(),
             topics: Vec::new(),
             paused: false,
         };
+        let (resume_tx, mut resumes) = tokio::sync::mpsc::unbounded_channel::<Resume>();
         let (_, idle) = tokio::sync::mpsc::unbounded_channel();
         let mut rebalances = std::mem::replace(&mut self.rebalances, idle);
         let consumer = self.consumer.clone();
@@ -128,7 +145,7 @@ impl Engine {
             while inflight.len() < FLUSHES_IN_FLIGHT
                 && let Some(batch) = closed.pop_front()
             {
-                let (handle, done) = self.start_flush(batch, previous.take(), &shutdown);
+                let (handle, done) = self.flusher.start(batch, previous.take(), &shutdown);
                 inflight.push_back(handle);
                 previous = Some(done);
             }
@@ -161,13 +178,21 @@ impl Engine {
             tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
-                Some(ev) = rebalances.recv() => self.on_rebalance(&mut state, &mut building, &mut closed, ev),
+                Some(ev) = rebalances.recv() => {
+                    self.on_rebalance(&mut state, &mut building, &mut closed, ev, &resume_tx, &shutdown);
+                }
+                Some(resume) = resumes.recv() => self.on_resume(&mut state, resume),
                 done = wait_flush(&mut inflight), if !inflight.is_empty() => {
                     inflight.pop_front();
                     match done {
                         Ok(Some((batch, report, took))) => self.on_flushed(&state, batch, report, took),
                         Ok(None) => {}
                         Err(e) => tracing::error!(error = %e, "A flush task failed unexpectedly; its offsets stay uncommitted and will be consumed again."),
+                    }
+                    let epoch = self.flusher.store.epoch();
+                    if epoch != state.epoch {
+                        state.epoch = epoch;
+                        self.rewind(&mut state, &mut building, &mut closed, &resume_tx, &shutdown);
                     }
                 }
                 () = &mut timer, if timer_armed => {
@@ -209,73 +234,11 @@ impl Engine {
         self.health.set_consuming(false);
     }
 
-    /// Spawns the flush of `batch`: it encodes its calls at once, then
-    /// waits until `previous` (the flush before it) was applied, then sends
-    /// them, retrying with capped backoff. The returned receiver tells the
-    /// next flush whether this one was applied; a flush after one that was
-    /// not gives up too, so no batch is ever applied past a gap.
-    fn start_flush(
-        &self,
-        mut batch: Batch,
-        previous: Option<oneshot::Receiver<bool>>,
-        shutdown: &watch::Receiver<bool>,
-    ) -> (JoinHandle<Flushed>, oneshot::Receiver<bool>) {
-        let store = self.store.clone();
-        let boards = self.boards.clone();
-        let clock = self.clock.clone();
-        let health = self.health.clone();
-        let expiries = self.expiries.clone();
-        let mut shutdown = shutdown.clone();
-        let (done, done_rx) = oneshot::channel();
-        batch.dead_letters.shrink_to_fit();
-        let handle = tokio::spawn(async move {
-            let prepared = prepare(&store, &boards, &batch, &expiries);
-            if let Some(previous) = previous
-                && previous.await != Ok(true)
-            {
-                return None;
-            }
-            let started = Instant::now();
-            let mut backoff = BACKOFF_START;
-            loop {
-                let now = clock.now_ms();
-                match apply_batch(&store, &boards, &batch, now, &expiries, &prepared).await {
-                    Ok(report) => {
-                        health.redis_ok();
-                        metrics::gauge!(telemetry::REDIS_UP).set(1.0);
-                        let _ = done.send(true);
-                        return Some((batch, report, started.elapsed()));
-                    }
-                    Err(e) => {
-                        metrics::counter!(telemetry::REDIS_ERRORS, "kind" => e.kind()).increment(1);
-                        metrics::gauge!(telemetry::REDIS_UP).set(0.0);
-                        health.redis_failed(&e.to_string());
-                        tracing::warn!(
-                            error = %e,
-                            kind = e.kind(),
-                            retriable = e.is_retriable(),
-                            events = batch.messages,
-                            retry_in_ms = backoff.as_millis() as u64,
-                            "Could not apply a batch to Redis; retrying it (fetching stops once the backlog is full)."
-                        );
-                        if *shutdown.borrow() {
-                            return None;
-                        }
-                        tokio::select! {
-                            _ = tokio::time::sleep(backoff) => {}
-                            _ = shutdown.changed() => return None,
-                        }
-                        backoff = (backoff * 2).min(BACKOFF_MAX);
-                    }
-                }
-            }
-        });
-        (handle, done_rx)
-    }
-
+    /// Pauses or resumes fetching of the assigned partitions (those still
+    /// waiting for their resume position stay paused either way).
     fn set_paused(&self, state: &mut State, pause: bool) {
         let mut tpl = rdkafka::TopicPartitionList::new();
-        for (t, p) in &state.assigned {
+        for (t, p) in state.assigned.difference(&state.awaiting) {
             tpl.add_partition(t, *p);
         }
         let result = if pause {
@@ -370,7 +333,14 @@ impl Engine {
             partition: msg.partition(),
             offset: msg.offset(),
             key: msg.key().map(<[u8]>::to_vec),
-            payload: Vec::new(),
+            // Kept for the dead-letter topic, up to the size limit (the
+            // source coordinates find the rest).
+            payload: if self.flusher.dead_letters.is_some() {
+                let p = msg.payload().unwrap_or(&[]);
+                p[..p.len().min(self.max_event_bytes)].to_vec()
+            } else {
+                Vec::new()
+            },
             reason,
             detail,
         });
@@ -382,19 +352,23 @@ impl Engine {
         building: &mut Batch,
         closed: &mut VecDeque<Batch>,
         ev: RebalanceEvent,
+        resume_tx: &tokio::sync::mpsc::UnboundedSender<Resume>,
+        shutdown: &watch::Receiver<bool>,
     ) {
         match ev {
             RebalanceEvent::Assigned(parts) => {
-                state.assigned.extend(parts);
-                if state.paused {
-                    // New partitions start unpaused; keep the invariant
-                    // that everything is paused while we are full.
-                    self.set_paused(state, true);
-                }
+                // The rebalance callback paused them: they start reading
+                // where Redis says once that is known.
+                state.assigned.extend(parts.iter().cloned());
+                state.awaiting.extend(parts.iter().cloned());
+                state.generation += 1;
+                let with_fallback = parts.into_iter().map(|p| (p, None)).collect();
+                self.look_up_positions(state.generation, with_fallback, resume_tx, shutdown);
             }
             RebalanceEvent::Revoked(parts) => {
                 for p in &parts {
                     state.assigned.remove(p);
+                    state.awaiting.remove(p);
                 }
                 // Their unacknowledged messages will be read again by the
                 // next owner; applying them here too would only be skipped
@@ -405,6 +379,135 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Reads the positions of `parts` from Redis (retrying while Redis is
+    /// unreachable) and reports them to the loop. A partition without a
+    /// position in Redis resumes at its fallback, or where Kafka has it.
+    fn look_up_positions(
+        &self,
+        generation: u64,
+        parts: Vec<(TopicPartition, Option<i64>)>,
+        resume_tx: &tokio::sync::mpsc::UnboundedSender<Resume>,
+        shutdown: &watch::Receiver<bool>,
+    ) {
+        let store = self.flusher.store.clone();
+        let prefix = self.boards.key_prefix.clone();
+        let tx = resume_tx.clone();
+        let mut shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let keys: Vec<TopicPartition> = parts.iter().map(|(p, _)| p.clone()).collect();
+            let mut delay = Duration::from_millis(100);
+            loop {
+                match positions::load(&store, &prefix, &keys).await {
+                    Ok(found) => {
+                        let offsets = parts
+                            .into_iter()
+                            .map(|(p, fallback)| {
+                                let at = found.get(&p).copied().or(fallback);
+                                (p, at)
+                            })
+                            .collect();
+                        let _ = tx.send(Resume {
+                            generation,
+                            offsets,
+                        });
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "Cannot read partition positions from Redis; the partitions wait.");
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => return,
+                }
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        });
+    }
+
+    /// Seeks the partitions that waited for their positions and lets them fetch.
+    fn on_resume(&self, state: &mut State, resume: Resume) {
+        if resume.generation != state.generation {
+            // A newer assignment or rewind asked again; its answer counts.
+            return;
+        }
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        for ((topic, partition), at) in resume.offsets {
+            if !state.awaiting.remove(&(topic.clone(), partition)) {
+                continue;
+            }
+            if let Some(at) = at {
+                // Asynchronous (no timeout): the fetcher restarts there.
+                if let Err(e) = self.consumer.seek(
+                    &topic,
+                    partition,
+                    rdkafka::Offset::Offset(at),
+                    Duration::ZERO,
+                ) {
+                    tracing::warn!(error = %e, topic = %topic, partition, offset = at, "Could not move to the position recorded in Redis; reading from Kafka's committed offset.");
+                } else {
+                    tracing::info!(topic = %topic, partition, offset = at, "Partition resumes at the position recorded in Redis.");
+                }
+            }
+            tpl.add_partition(&topic, partition);
+        }
+        if !state.paused
+            && tpl.count() > 0
+            && let Err(e) = self.consumer.resume(&tpl)
+        {
+            tracing::warn!(error = %e, "Could not resume partitions.");
+        }
+    }
+
+    /// Redis lost state (restart without its last writes, or a failover):
+    /// drop the batches not yet sent and read every assigned partition again
+    /// from the position Redis now has. The fences skip whatever Redis kept.
+    fn rewind(
+        &self,
+        state: &mut State,
+        building: &mut Batch,
+        closed: &mut VecDeque<Batch>,
+        resume_tx: &tokio::sync::mpsc::UnboundedSender<Resume>,
+        shutdown: &watch::Receiver<bool>,
+    ) {
+        // Without a position in Redis, restart at the first message not
+        // yet sent, which is the earliest this consumer can still vouch for.
+        let mut first: std::collections::HashMap<TopicPartition, i64> =
+            std::collections::HashMap::new();
+        for b in closed.iter().chain(std::iter::once(&*building)) {
+            for (p, offset) in b.first_offsets() {
+                first
+                    .entry(p)
+                    .and_modify(|o| *o = (*o).min(offset))
+                    .or_insert(offset);
+            }
+        }
+        *building = Batch::default();
+        closed.clear();
+        let parts: Vec<TopicPartition> = state.assigned.iter().cloned().collect();
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        for (t, p) in &parts {
+            tpl.add_partition(t, *p);
+        }
+        if let Err(e) = self.consumer.pause(&tpl) {
+            tracing::warn!(error = %e, "Could not pause partitions for the rewind.");
+        }
+        state.awaiting.extend(parts.iter().cloned());
+        state.generation += 1;
+        tracing::warn!(
+            partitions = parts.len(),
+            "Redis lost state (its script cache was empty or its run id changed); re-reading every partition from the position Redis has."
+        );
+        let with_fallback = parts
+            .into_iter()
+            .map(|p| {
+                let f = first.get(&p).copied();
+                (p, f)
+            })
+            .collect();
+        self.look_up_positions(state.generation, with_fallback, resume_tx, shutdown);
     }
 
     /// After Redis acknowledged a batch: store its offsets, emit its metrics.
@@ -448,7 +551,7 @@ impl Engine {
                 // Order matters for the fences: never apply past a gap.
                 break;
             }
-            let (handle, done) = self.start_flush(batch, previous.take(), &rx);
+            let (handle, done) = self.flusher.start(batch, previous.take(), &rx);
             previous = Some(done);
             applied_all &= self.await_flush(state, handle, deadline).await;
         }

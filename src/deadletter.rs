@@ -1,0 +1,183 @@
+//! The dead-letter topic (SPEC §4): messages that are not valid events, or
+//! that make a rule fail, are copied there with headers `rankflow-error`
+//! (reason code), `rankflow-detail` (human message) and `rankflow-source`
+//! (`topic/partition/offset`), then skipped. A batch is acknowledged — and
+//! its offsets committed — only after its dead letters were delivered, so a
+//! dead-letter topic that cannot be written stops the partition rather than
+//! losing a message silently.
+
+use std::time::Duration;
+
+use rdkafka::config::ClientConfig;
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::types::RDKafkaErrorCode;
+
+use crate::config::KafkaConfig;
+use crate::sink::batch::DeadLetter;
+use crate::telemetry;
+
+/// Longest `rankflow-detail` header, in bytes.
+const MAX_DETAIL_BYTES: usize = 1024;
+/// librdkafka properties that only make sense for a consumer; the
+/// dead-letter producer gets every other `[kafka.client]` property (TLS,
+/// SASL, client id...).
+const CONSUMER_ONLY: &[&str] = &[
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "auto.offset.reset",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "partition.assignment.strategy",
+    "group.instance.id",
+    "group.protocol",
+    "group.remote.assignor",
+    "isolation.level",
+    "check.crcs",
+    "coordinator.query.interval.ms",
+];
+const CONSUMER_ONLY_PREFIXES: &[&str] = &["fetch.", "queued.", "consume."];
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeadLetterError {
+    #[error("cannot create the dead-letter producer: {0}")]
+    Client(KafkaError),
+    #[error("could not write to the dead-letter topic {topic}: {source}")]
+    Delivery { topic: String, source: KafkaError },
+}
+
+/// Writes dead letters; cheap to clone.
+#[derive(Clone)]
+pub struct DeadLetters {
+    producer: FutureProducer,
+    topic: String,
+}
+
+impl std::fmt::Debug for DeadLetters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeadLetters")
+            .field("topic", &self.topic)
+            .finish()
+    }
+}
+
+impl DeadLetters {
+    /// `None` when no dead-letter topic is configured.
+    pub fn new(config: &KafkaConfig) -> Result<Option<DeadLetters>, DeadLetterError> {
+        let Some(topic) = config.dead_letter_topic.clone() else {
+            return Ok(None);
+        };
+        let mut cc = ClientConfig::new();
+        for (k, v) in &config.client {
+            let consumer_only = CONSUMER_ONLY.contains(&k.as_str())
+                || CONSUMER_ONLY_PREFIXES.iter().any(|p| k.starts_with(p));
+            if !consumer_only {
+                cc.set(k, v);
+            }
+        }
+        cc.set("bootstrap.servers", &config.brokers)
+            // A dead letter must not be written twice by a retry inside
+            // librdkafka, nor lost: idempotence gives both.
+            .set("enable.idempotence", "true")
+            .set("message.timeout.ms", "10000")
+            .set("linger.ms", "5");
+        let producer = cc.create().map_err(DeadLetterError::Client)?;
+        Ok(Some(DeadLetters { producer, topic }))
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Sends the dead letters not yet delivered and waits for every
+    /// delivery; marks each delivered one, so a retry sends only the rest.
+    pub async fn deliver(
+        &self,
+        letters: &[DeadLetter],
+        delivered: &mut [bool],
+    ) -> Result<(), DeadLetterError> {
+        let mut pending = Vec::new();
+        for (i, d) in letters.iter().enumerate() {
+            if delivered[i] {
+                continue;
+            }
+            let source = format!("{}/{}/{}", d.topic, d.partition, d.offset);
+            let detail = truncate(&d.detail, MAX_DETAIL_BYTES);
+            let headers = OwnedHeaders::new()
+                .insert(Header {
+                    key: "rankflow-error",
+                    value: Some(d.reason),
+                })
+                .insert(Header {
+                    key: "rankflow-detail",
+                    value: Some(detail),
+                })
+                .insert(Header {
+                    key: "rankflow-source",
+                    value: Some(&source),
+                });
+            let mut record = FutureRecord::to(&self.topic)
+                .payload(&d.payload)
+                .headers(headers);
+            if let Some(k) = &d.key {
+                record = record.key(k);
+            }
+            // Enqueue now (all of them before awaiting any, so librdkafka
+            // batches them); a full local queue is waited out briefly.
+            let mut tries = 0;
+            loop {
+                match self.producer.send_result(record) {
+                    Ok(delivery) => break pending.push((i, delivery)),
+                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r))
+                        if tries < 200 =>
+                    {
+                        record = r;
+                        tries += 1;
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    Err((e, _)) => {
+                        return Err(DeadLetterError::Delivery {
+                            topic: self.topic.clone(),
+                            source: e,
+                        });
+                    }
+                }
+            }
+        }
+        let mut first_error = None;
+        for (i, f) in pending {
+            match f.await {
+                Ok(Ok(_)) => {
+                    delivered[i] = true;
+                    metrics::counter!(telemetry::DLQ, "reason" => letters[i].reason).increment(1);
+                }
+                Ok(Err((e, _))) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(_canceled) => {
+                    first_error.get_or_insert(KafkaError::Canceled);
+                }
+            }
+        }
+        match first_error {
+            None => Ok(()),
+            Some(source) => Err(DeadLetterError::Delivery {
+                topic: self.topic.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+fn truncate(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
+}

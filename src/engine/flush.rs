@@ -1,0 +1,161 @@
+//! One flush: a closed batch's way to Redis. The flush task encodes the
+//! batch's calls at once (while the batch before it is still being applied),
+//! waits for that batch, delivers the batch's dead letters, applies the
+//! calls, and retries either with capped backoff until it succeeds or the
+//! process shuts down. Retrying is safe: every script call is fenced and
+//! delivered dead letters are not sent again. After success it records the
+//! partitions' positions in Redis.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::board::BoardSet;
+use crate::clock::SharedClock;
+use crate::deadletter::DeadLetters;
+use crate::health::Health;
+use crate::sink::batch::Batch;
+use crate::sink::expiry::ExpiryCache;
+use crate::sink::store::Store;
+use crate::sink::{FlushReport, apply_batch, positions, prepare};
+use crate::telemetry;
+
+/// First and largest pause between attempts to apply a batch.
+const BACKOFF_START: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// The result of a flush task: the batch back with its report and how long
+/// applying it took, or `None` when it was abandoned (shutdown, or the
+/// flush before it was not applied): nothing of it may be committed then.
+pub type Flushed = Option<(Batch, FlushReport, Duration)>;
+
+/// What flush tasks share.
+#[derive(Clone)]
+pub struct Flusher {
+    pub store: Store,
+    pub boards: Arc<BoardSet>,
+    pub clock: SharedClock,
+    pub health: Arc<Health>,
+    pub expiries: Arc<std::sync::Mutex<ExpiryCache>>,
+    pub dead_letters: Option<DeadLetters>,
+}
+
+impl Flusher {
+    /// Spawns the flush of `batch` after `previous`. The returned receiver
+    /// tells the next flush whether this one was applied; a flush after one
+    /// that was not gives up too, so no batch is applied past a gap.
+    pub fn start(
+        &self,
+        batch: Batch,
+        previous: Option<oneshot::Receiver<bool>>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> (JoinHandle<Flushed>, oneshot::Receiver<bool>) {
+        let this = self.clone();
+        let shutdown = shutdown.clone();
+        let (done, done_rx) = oneshot::channel();
+        let handle = tokio::spawn(async move { this.run(batch, previous, done, shutdown).await });
+        (handle, done_rx)
+    }
+
+    async fn run(
+        self,
+        batch: Batch,
+        previous: Option<oneshot::Receiver<bool>>,
+        done: oneshot::Sender<bool>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Flushed {
+        let prepared = prepare(&self.store, &self.boards, &batch, &self.expiries);
+        if let Some(previous) = previous
+            && previous.await != Ok(true)
+        {
+            return None;
+        }
+        let started = Instant::now();
+        let mut backoff = BACKOFF_START;
+        let mut delivered = vec![false; batch.dead_letters.len()];
+        loop {
+            match self.attempt(&batch, &prepared, &mut delivered).await {
+                Ok(report) => {
+                    self.health.redis_ok();
+                    metrics::gauge!(telemetry::REDIS_UP).set(1.0);
+                    let took = started.elapsed();
+                    let _ = done.send(true);
+                    // Best effort: a position that is not recorded only
+                    // means more events are re-read (and skipped by the
+                    // fences) after a restart.
+                    if let Err(e) = positions::save(
+                        &self.store,
+                        &self.boards.key_prefix,
+                        batch.commit_offsets(),
+                    )
+                    .await
+                    {
+                        tracing::debug!(error = %e, "Could not record partition positions; the next batch records them.");
+                    }
+                    return Some((batch, report, took));
+                }
+                Err(Failure::Redis(e)) => {
+                    metrics::counter!(telemetry::REDIS_ERRORS, "kind" => e.kind()).increment(1);
+                    metrics::gauge!(telemetry::REDIS_UP).set(0.0);
+                    self.health.redis_failed(&e.to_string());
+                    tracing::warn!(
+                        error = %e,
+                        kind = e.kind(),
+                        retriable = e.is_retriable(),
+                        events = batch.messages,
+                        retry_in_ms = backoff.as_millis() as u64,
+                        "Could not apply a batch to Redis; retrying it (fetching stops once the backlog is full)."
+                    );
+                }
+                Err(Failure::DeadLetters(e)) => {
+                    tracing::warn!(
+                        error = %e,
+                        letters = delivered.iter().filter(|d| !**d).count(),
+                        retry_in_ms = backoff.as_millis() as u64,
+                        "Could not write dead letters; the batch is not acknowledged until they are written."
+                    );
+                }
+            }
+            if *shutdown.borrow() {
+                return None;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.changed() => return None,
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    async fn attempt(
+        &self,
+        batch: &Batch,
+        prepared: &[crate::sink::call::Call],
+        delivered: &mut [bool],
+    ) -> Result<FlushReport, Failure> {
+        if let Some(dl) = &self.dead_letters {
+            dl.deliver(&batch.dead_letters, delivered)
+                .await
+                .map_err(Failure::DeadLetters)?;
+        }
+        let now = self.clock.now_ms();
+        apply_batch(
+            &self.store,
+            &self.boards,
+            batch,
+            now,
+            &self.expiries,
+            prepared,
+        )
+        .await
+        .map_err(Failure::Redis)
+    }
+}
+
+/// Why an attempt failed.
+enum Failure {
+    Redis(crate::sink::store::StoreError),
+    DeadLetters(crate::deadletter::DeadLetterError),
+}
