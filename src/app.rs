@@ -225,7 +225,7 @@ async fn probe_redis(store: Store, health: Arc<Health>, mut shutdown: watch::Rec
                 && old != new
             {
                 tracing::warn!(old = %old, new = %new, "Redis run id changed (restart or failover).");
-                store.note_lost_state();
+                store.note_lost_state(store.epoch()).await;
             }
             if id.is_some() {
                 run_id = id;

@@ -303,7 +303,7 @@ impl Reader {
         pipe.cmd(rank_cmd).arg(&at.key).arg(&stored);
         pipe.cmd("ZSCORE").arg(&at.key).arg(&stored);
         let cmds: Vec<redis::Cmd> = pipe.cmd_iter().cloned().collect();
-        let replies = self.store.pipeline(&cmds).await?;
+        let replies = self.store.pipeline(&cmds, self.store.epoch()).await?;
         let rank: Option<u64> = replies
             .first()
             .and_then(|v| redis::from_redis_value(v.clone()).ok());

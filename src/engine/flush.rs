@@ -26,10 +26,18 @@ use crate::telemetry;
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-/// The result of a flush task: the batch back with its report and how long
-/// applying it took, or `None` when it was abandoned (shutdown, or the
-/// flush before it was not applied): nothing of it may be committed then.
-pub type Flushed = Option<(Batch, FlushReport, Duration)>;
+/// The result of a flush task.
+pub enum Flushed {
+    /// Applied: the batch back with its report and how long applying took.
+    Applied(Box<Batch>, FlushReport, Duration),
+    /// Given up (shutdown, or the flush before it was not applied): nothing
+    /// of it may be committed.
+    Abandoned,
+    /// Redis lost state before the batch could be applied: nothing was
+    /// applied, and the consumer must re-read from Redis's positions before
+    /// applying anything else. The batch comes back for its offsets.
+    LostState(Box<Batch>),
+}
 
 /// What flush tasks share.
 #[derive(Clone)]
@@ -66,17 +74,26 @@ impl Flusher {
         done: oneshot::Sender<bool>,
         mut shutdown: watch::Receiver<bool>,
     ) -> Flushed {
+        // The Redis state this batch follows on from; if Redis turns out to
+        // have lost state meanwhile, the batch must not be applied.
+        let scripts = self.store.scripts();
         let prepared = prepare(&self.store, &self.boards, &batch, &self.expiries);
         if let Some(previous) = previous
             && previous.await != Ok(true)
         {
-            return None;
+            return Flushed::Abandoned;
         }
         let started = Instant::now();
         let mut backoff = BACKOFF_START;
         let mut delivered = vec![false; batch.dead_letters.len()];
         loop {
-            match self.attempt(&batch, &prepared, &mut delivered).await {
+            if self.store.epoch() != scripts.epoch {
+                return Flushed::LostState(Box::new(batch));
+            }
+            match self
+                .attempt(&batch, &prepared, &scripts, &mut delivered)
+                .await
+            {
                 Ok(report) => {
                     self.health.redis_ok();
                     metrics::gauge!(telemetry::REDIS_UP).set(1.0);
@@ -88,13 +105,18 @@ impl Flusher {
                     if let Err(e) = positions::save(
                         &self.store,
                         &self.boards.key_prefix,
+                        &scripts,
                         batch.commit_offsets(),
                     )
                     .await
                     {
                         tracing::debug!(error = %e, "Could not record partition positions; the next batch records them.");
                     }
-                    return Some((batch, report, took));
+                    return Flushed::Applied(Box::new(batch), report, took);
+                }
+                Err(Failure::Redis(crate::sink::store::StoreError::LostState)) => {
+                    metrics::counter!(telemetry::REDIS_ERRORS, "kind" => "noscript").increment(1);
+                    return Flushed::LostState(Box::new(batch));
                 }
                 Err(Failure::Redis(e)) => {
                     metrics::counter!(telemetry::REDIS_ERRORS, "kind" => e.kind()).increment(1);
@@ -119,11 +141,11 @@ impl Flusher {
                 }
             }
             if *shutdown.borrow() {
-                return None;
+                return Flushed::Abandoned;
             }
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
-                _ = shutdown.changed() => return None,
+                _ = shutdown.changed() => return Flushed::Abandoned,
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
@@ -133,6 +155,7 @@ impl Flusher {
         &self,
         batch: &Batch,
         prepared: &[crate::sink::call::Call],
+        scripts: &crate::sink::store::Scripts,
         delivered: &mut [bool],
     ) -> Result<FlushReport, Failure> {
         if let Some(dl) = &self.dead_letters {
@@ -148,6 +171,7 @@ impl Flusher {
             now,
             &self.expiries,
             prepared,
+            scripts,
         )
         .await
         .map_err(Failure::Redis)

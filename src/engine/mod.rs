@@ -90,8 +90,9 @@ pub struct Engine {
 struct Resume {
     /// Assignment generation the lookup belongs to.
     generation: u64,
-    /// Partition → position recorded in Redis, or the fallback offset.
-    offsets: Vec<(TopicPartition, Option<i64>)>,
+    /// Partition → where to read from: the position recorded in Redis, or
+    /// the fallback.
+    offsets: Vec<(TopicPartition, Option<rdkafka::Offset>)>,
 }
 
 /// Mutable loop state.
@@ -184,14 +185,34 @@ impl Engine {
                 Some(resume) = resumes.recv() => self.on_resume(&mut state, resume),
                 done = wait_flush(&mut inflight), if !inflight.is_empty() => {
                     inflight.pop_front();
-                    match done {
-                        Ok(Some((batch, report, took))) => self.on_flushed(&state, batch, report, took),
-                        Ok(None) => {}
-                        Err(e) => tracing::error!(error = %e, "A flush task failed unexpectedly; its offsets stay uncommitted and will be consumed again."),
-                    }
+                    let lost = match done {
+                        Ok(Flushed::Applied(batch, report, took)) => {
+                            self.on_flushed(&mut state, *batch, report, took);
+                            false
+                        }
+                        Ok(Flushed::Abandoned) => false,
+                        Ok(Flushed::LostState(batch)) => {
+                            // Not applied: it is read again with the rest.
+                            // The flush behind it gives up (it waits for
+                            // this one), so the chain starts afresh: the
+                            // next flush waits for nothing before it.
+                            closed.push_front(*batch);
+                            previous = None;
+                            true
+                        }
+                        Err(e) => {
+                            // Its batch was not applied and the flush behind
+                            // it gives up too: read everything again.
+                            tracing::error!(error = %e, "A flush task failed unexpectedly; re-reading from the positions in Redis.");
+                            previous = None;
+                            true
+                        }
+                    };
                     let epoch = self.flusher.store.epoch();
-                    if epoch != state.epoch {
+                    if lost || epoch != state.epoch {
                         state.epoch = epoch;
+                        // The flushes behind this one give up on their own
+                        // (each waits for the one before it).
                         self.rewind(&mut state, &mut building, &mut closed, &resume_tx, &shutdown);
                     }
                 }
@@ -230,7 +251,7 @@ impl Engine {
         if !building.is_empty() {
             closed.push_back(building);
         }
-        self.drain(&state, closed, inflight, previous).await;
+        self.drain(&mut state, closed, inflight, previous).await;
         self.health.set_consuming(false);
     }
 
@@ -387,7 +408,7 @@ impl Engine {
     fn look_up_positions(
         &self,
         generation: u64,
-        parts: Vec<(TopicPartition, Option<i64>)>,
+        parts: Vec<(TopicPartition, Option<rdkafka::Offset>)>,
         resume_tx: &tokio::sync::mpsc::UnboundedSender<Resume>,
         shutdown: &watch::Receiver<bool>,
     ) {
@@ -404,7 +425,8 @@ impl Engine {
                         let offsets = parts
                             .into_iter()
                             .map(|(p, fallback)| {
-                                let at = found.get(&p).copied().or(fallback);
+                                let recorded = found.get(&p).copied().map(rdkafka::Offset::Offset);
+                                let at = recorded.or(fallback);
                                 (p, at)
                             })
                             .collect();
@@ -440,15 +462,20 @@ impl Engine {
             }
             if let Some(at) = at {
                 // Asynchronous (no timeout): the fetcher restarts there.
-                if let Err(e) = self.consumer.seek(
-                    &topic,
-                    partition,
-                    rdkafka::Offset::Offset(at),
-                    Duration::ZERO,
-                ) {
-                    tracing::warn!(error = %e, topic = %topic, partition, offset = at, "Could not move to the position recorded in Redis; reading from Kafka's committed offset.");
-                } else {
-                    tracing::info!(topic = %topic, partition, offset = at, "Partition resumes at the position recorded in Redis.");
+                match self.consumer.seek(&topic, partition, at, Duration::ZERO) {
+                    Ok(()) => tracing::info!(
+                        topic = %topic,
+                        partition,
+                        offset = ?at,
+                        "Partition resumes at the position recorded in Redis (the log start if Redis has none after losing state)."
+                    ),
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        topic = %topic,
+                        partition,
+                        offset = ?at,
+                        "Could not move to the resume position; reading from Kafka's committed offset."
+                    ),
                 }
             }
             tpl.add_partition(&topic, partition);
@@ -472,18 +499,9 @@ impl Engine {
         resume_tx: &tokio::sync::mpsc::UnboundedSender<Resume>,
         shutdown: &watch::Receiver<bool>,
     ) {
-        // Without a position in Redis, restart at the first message not
-        // yet sent, which is the earliest this consumer can still vouch for.
-        let mut first: std::collections::HashMap<TopicPartition, i64> =
-            std::collections::HashMap::new();
-        for b in closed.iter().chain(std::iter::once(&*building)) {
-            for (p, offset) in b.first_offsets() {
-                first
-                    .entry(p)
-                    .and_modify(|o| *o = (*o).min(offset))
-                    .or_insert(offset);
-            }
-        }
+        // A partition Redis has no position for lost everything it had
+        // (or never had any): it is read again from the beginning of the
+        // log, and the fences skip whatever Redis still has.
         *building = Batch::default();
         closed.clear();
         let parts: Vec<TopicPartition> = state.assigned.iter().cloned().collect();
@@ -502,16 +520,13 @@ impl Engine {
         );
         let with_fallback = parts
             .into_iter()
-            .map(|p| {
-                let f = first.get(&p).copied();
-                (p, f)
-            })
+            .map(|p| (p, Some(rdkafka::Offset::Beginning)))
             .collect();
         self.look_up_positions(state.generation, with_fallback, resume_tx, shutdown);
     }
 
     /// After Redis acknowledged a batch: store its offsets, emit its metrics.
-    fn on_flushed(&self, state: &State, batch: Batch, report: FlushReport, took: Duration) {
+    fn on_flushed(&self, state: &mut State, batch: Batch, report: FlushReport, took: Duration) {
         let offsets: Vec<_> = batch
             .commit_offsets()
             .filter(|(t, p, _)| state.assigned.contains(&((*t).clone(), *p)))
@@ -533,7 +548,7 @@ impl Engine {
     /// order, within the budget, then commit synchronously.
     async fn drain(
         &self,
-        state: &State,
+        state: &mut State,
         closed: VecDeque<Batch>,
         inflight: VecDeque<JoinHandle<Flushed>>,
         mut previous: Option<oneshot::Receiver<bool>>,
@@ -576,13 +591,13 @@ impl Engine {
 
     async fn await_flush(
         &self,
-        state: &State,
+        state: &mut State,
         mut handle: JoinHandle<Flushed>,
         deadline: tokio::time::Instant,
     ) -> bool {
         match tokio::time::timeout_at(deadline, &mut handle).await {
-            Ok(Ok(Some((batch, report, took)))) => {
-                self.on_flushed(state, batch, report, took);
+            Ok(Ok(Flushed::Applied(batch, report, took))) => {
+                self.on_flushed(state, *batch, report, took);
                 true
             }
             Ok(_) => false,

@@ -21,7 +21,7 @@ use crate::board::keys;
 use batch::Batch;
 use call::{Call, Reply};
 use expiry::ExpiryCache;
-use store::{Store, StoreError, server_error};
+use store::{Scripts, Store, StoreError, server_error};
 
 /// Rounds of conflict resolution before giving up on an attempt. Each round
 /// only happens when another consumer is applying the same partitions at the
@@ -113,6 +113,7 @@ pub async fn apply_batch(
     now: i64,
     expiries: &std::sync::Mutex<ExpiryCache>,
     prepared: &[Call],
+    scripts: &Scripts,
 ) -> Result<FlushReport, StoreError> {
     let mut report = FlushReport::new(boards.boards.len());
     let part_by_field: HashMap<&str, u16> = batch
@@ -142,11 +143,14 @@ pub async fn apply_batch(
             );
             &rebuilt
         };
-        let mut cmds: Vec<redis::Cmd> = calls.iter().map(|c| c.command(store.sha(), now)).collect();
+        let mut cmds: Vec<redis::Cmd> = calls
+            .iter()
+            .map(|c| c.command(&scripts.apply, now))
+            .collect();
         if round == 0 {
             cmds.extend(registry_commands(boards, calls, now));
         }
-        let replies = store.pipeline(&cmds).await?;
+        let replies = store.pipeline(&cmds, scripts.epoch).await?;
         pending.clear();
         for (c, value) in calls.iter().zip(&replies) {
             if let Some(err) = server_error(value) {
@@ -246,12 +250,25 @@ pub async fn trim_instances(
 ) -> Result<Vec<u64>, StoreError> {
     let mut evicted = vec![0u64; boards.boards.len()];
     let mut pending = call::trims(boards, instances, store.grouping());
+    let mut scripts = store.scripts();
     while !pending.is_empty() {
         let cmds: Vec<redis::Cmd> = pending
             .iter()
-            .map(|c| c.command(store.sha(), now))
+            .map(|c| c.command(&scripts.apply, now))
             .collect();
-        let replies = store.pipeline(&cmds).await?;
+        // Trimming is safe to repeat after Redis restarted (the consumer
+        // deals with what it lost), so only the script is reloaded.
+        let replies = match store.pipeline(&cmds, scripts.epoch).await {
+            Err(StoreError::LostState) => {
+                scripts = store.scripts();
+                let again: Vec<redis::Cmd> = pending
+                    .iter()
+                    .map(|c| c.command(&scripts.apply, now))
+                    .collect();
+                store.pipeline(&again, scripts.epoch).await?
+            }
+            other => other?,
+        };
         let mut again = Vec::new();
         for (c, value) in pending.into_iter().zip(&replies) {
             if let Some(err) = server_error(value) {

@@ -13,26 +13,38 @@ use std::sync::Arc;
 
 use crate::board::keys;
 
-use super::store::{Store, StoreError};
+use super::store::{Scripts, Store, StoreError};
 
-/// Records the positions of an acknowledged batch.
+/// Records the positions of an acknowledged batch, unless Redis lost state
+/// since the batch was sent with `scripts`: positions
+/// must never claim a batch that a restarted Redis no longer has. The write
+/// is a script call for the same reason (a restarted Redis answers
+/// NOSCRIPT).
 pub async fn save<'a>(
     store: &Store,
     prefix: &str,
+    scripts: &Scripts,
     next_offsets: impl Iterator<Item = (&'a Arc<str>, i32, i64)>,
 ) -> Result<(), StoreError> {
-    let mut cmd = redis::cmd("HSET");
-    cmd.arg(keys::positions_key(prefix));
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(&scripts.positions)
+        .arg(1)
+        .arg(keys::positions_key(prefix));
     let mut any = false;
     for (topic, partition, next) in next_offsets {
         cmd.arg(keys::partition_field(topic, partition)).arg(next);
         any = true;
     }
-    if !any {
+    if !any || store.epoch() != scripts.epoch {
         return Ok(());
     }
-    let _: i64 = store.query(&cmd).await?;
-    Ok(())
+    let replies = store
+        .pipeline(std::slice::from_ref(&cmd), scripts.epoch)
+        .await?;
+    match replies.first().and_then(super::store::server_error) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// The recorded positions of `partitions` (absent when Redis has none).

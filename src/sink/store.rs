@@ -12,6 +12,9 @@ use crate::config::{RedisConfig, RedisUrl};
 
 use super::call::APPLY_LUA;
 
+/// The script that records partition positions.
+pub const POSITIONS_LUA: &str = include_str!("lua/positions.lua");
+
 /// A Redis failure, with what it means for the caller.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -23,6 +26,11 @@ pub enum StoreError {
     Protocol(String),
     #[error("invalid Redis configuration: {0}")]
     Config(String),
+    /// Redis restarted or failed over (its script cache was empty): it may
+    /// have lost its last writes, so nothing more may be applied until the
+    /// consumer has re-read from the positions Redis has.
+    #[error("Redis lost its state (restart or failover); the script was loaded again")]
+    LostState,
 }
 
 impl StoreError {
@@ -35,6 +43,7 @@ impl StoreError {
             StoreError::Server(m) => server_kind(m),
             StoreError::Protocol(_) => "protocol",
             StoreError::Config(_) => "config",
+            StoreError::LostState => "noscript",
         }
     }
 
@@ -47,6 +56,7 @@ impl StoreError {
                 server_kind(m),
                 "loading" | "busy" | "tryagain" | "masterdown" | "clusterdown" | "oom" | "noscript"
             ),
+            StoreError::LostState => true,
             StoreError::Protocol(_) | StoreError::Config(_) => false,
         }
     }
@@ -67,21 +77,36 @@ fn server_kind(message: &str) -> &'static str {
     }
 }
 
+/// The script versions loaded into Redis for one epoch. Each load appends a
+/// fresh nonce to the scripts, so their hashes change: a call prepared with
+/// an older version fails with NOSCRIPT on a Redis that was restarted and
+/// reloaded meanwhile, instead of landing on state it does not follow from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scripts {
+    pub epoch: u64,
+    pub apply: String,
+    pub positions: String,
+}
+
 /// A connection to a single Redis node (the cluster variant arrives with
-/// the Redis Cluster support), plus the apply script's hash.
+/// the Redis Cluster support), and the scripts loaded into it.
 #[derive(Clone)]
 pub struct Store {
     conn: ConnectionManager,
-    sha: String,
-    /// Bumped whenever Redis turns out to have lost state (empty script
-    /// cache after a restart or failover), so caches of what was written
-    /// can be dropped.
+    /// The current script versions; replaced whenever Redis turns out to
+    /// have lost state (empty script cache after a restart or failover, or
+    /// a new run id), which also bumps the epoch.
+    scripts: std::sync::Arc<std::sync::RwLock<Scripts>>,
     epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Serializes reloads, so one NOSCRIPT seen by several tasks reloads once.
+    reload: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("sha", &self.sha).finish()
+        f.debug_struct("Store")
+            .field("scripts", &self.scripts())
+            .finish()
     }
 }
 
@@ -109,10 +134,11 @@ impl Store {
         let conn = ConnectionManager::new_with_config(client, manager_config).await?;
         let store = Store {
             conn,
-            sha: redis::Script::new(APPLY_LUA).get_hash().to_string(),
+            scripts: Default::default(),
             epoch: Default::default(),
+            reload: Default::default(),
         };
-        store.load_script().await?;
+        store.load_scripts(0).await?;
         Ok(store)
     }
 
@@ -121,10 +147,21 @@ impl Store {
         super::call::Grouping::Any
     }
 
-    /// Records that Redis lost its state (seen by a caller, e.g. a changed
-    /// run id after a failover).
-    pub fn note_lost_state(&self) {
-        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    /// Records that Redis lost its state as seen by a caller working in
+    /// epoch `seen` (a NOSCRIPT for that epoch's scripts, or a changed run
+    /// id): new script versions are loaded as the next epoch, so calls
+    /// prepared for older epochs fail. A loss already recorded is not
+    /// recorded again.
+    pub async fn note_lost_state(&self, seen: u64) {
+        if self.epoch() > seen {
+            return;
+        }
+        if let Err(e) = self.load_scripts(seen + 1).await {
+            // The epoch moves only with a successful reload; until then the
+            // old versions keep failing (NOSCRIPT or unreachable), and the
+            // next failure tries again.
+            tracing::debug!(error = %e, "Could not reload the scripts yet.");
+        }
     }
 
     /// Changes whenever Redis was found to have lost its state.
@@ -132,30 +169,66 @@ impl Store {
         self.epoch.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    pub fn sha(&self) -> &str {
-        &self.sha
+    /// The current script versions.
+    pub fn scripts(&self) -> Scripts {
+        match self.scripts.read() {
+            Ok(s) => s.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
     }
 
-    async fn load_script(&self) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(APPLY_LUA)
-            .query_async(&mut conn)
-            .await?;
-        if sha != self.sha {
-            return Err(StoreError::Protocol(format!(
-                "SCRIPT LOAD returned {sha}, expected {}",
-                self.sha
-            )));
+    /// Loads new versions of the scripts as epoch `epoch` (unless another
+    /// task already moved past it).
+    async fn load_scripts(&self, epoch: u64) -> Result<(), StoreError> {
+        let _one_at_a_time = self.reload.lock().await;
+        if self.epoch() >= epoch
+            && self.scripts().epoch == epoch
+            && !self.scripts().apply.is_empty()
+        {
+            return Ok(());
         }
+        let nonce = format!(
+            "\n-- version {epoch}-{}-{}\n",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        );
+        let mut conn = self.conn.clone();
+        let mut shas = Vec::new();
+        for text in [APPLY_LUA, POSITIONS_LUA] {
+            let sha: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(format!("{text}{nonce}"))
+                .query_async(&mut conn)
+                .await?;
+            shas.push(sha);
+        }
+        let scripts = Scripts {
+            epoch,
+            positions: shas.pop().unwrap_or_default(),
+            apply: shas.pop().unwrap_or_default(),
+        };
+        if let Ok(mut s) = self.scripts.write() {
+            *s = scripts;
+        }
+        self.epoch
+            .fetch_max(epoch, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 
     /// Sends `cmds` as one pipeline and returns every reply. Commands that
-    /// fail individually come back as `Value::ServerError`; a NOSCRIPT reply
-    /// loads the script and sends the whole pipeline again.
-    pub async fn pipeline(&self, cmds: &[redis::Cmd]) -> Result<Vec<Value>, StoreError> {
+    /// fail individually come back as `Value::ServerError`. A NOSCRIPT reply
+    /// loads the script again and fails with [`StoreError::LostState`]
+    /// rather than resending: the caller must first find out what Redis
+    /// lost (see `sink::positions`).
+    /// `epoch` is the epoch of the scripts the commands call.
+    pub async fn pipeline(
+        &self,
+        cmds: &[redis::Cmd],
+        epoch: u64,
+    ) -> Result<Vec<Value>, StoreError> {
         if cmds.is_empty() {
             return Ok(Vec::new());
         }
@@ -164,27 +237,19 @@ impl Store {
             pipe.add_command(c.clone());
         }
         pipe.ignore_errors();
-        for attempt in 0..2 {
-            let mut conn = self.conn.clone();
-            let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
-            let noscript = replies
-                .iter()
-                .any(|v| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT"));
-            if !noscript {
-                return Ok(replies);
-            }
-            if attempt == 0 {
-                tracing::warn!(
-                    "Redis lost the apply script (restart or failover); loading it again and resending the batch."
-                );
-                metrics::counter!(crate::telemetry::REDIS_ERRORS, "kind" => "noscript")
-                    .increment(1);
-                self.load_script().await?;
-            }
+        let mut conn = self.conn.clone();
+        let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
+        let noscript = replies
+            .iter()
+            .any(|v| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT"));
+        if noscript {
+            tracing::warn!(
+                "Redis does not have this version of the scripts: it restarted or failed over and may have lost its last writes."
+            );
+            self.note_lost_state(epoch).await;
+            return Err(StoreError::LostState);
         }
-        Err(StoreError::Server(
-            "NOSCRIPT even after SCRIPT LOAD".to_string(),
-        ))
+        Ok(replies)
     }
 
     /// One command, for reads and small writes.

@@ -95,6 +95,7 @@ impl Direct {
             now,
             &self.expiries,
             &prepared,
+            &self.store.scripts(),
         )
         .await
         .expect("apply")

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod direct;
+pub mod reference;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
@@ -239,6 +240,64 @@ pub async fn send_all(producer: &FutureProducer, topic: &str, messages: &[(i32, 
     }
 }
 
+/// A local S3 emulator (`moto_server`) with one bucket, so tansu can keep
+/// its data across a restart.
+pub struct S3 {
+    pub port: u16,
+    pub bucket: String,
+    child: Child,
+}
+
+impl S3 {
+    pub fn start() -> S3 {
+        let port = free_port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server starts (run scripts/setup.sh)");
+        wait_tcp(port, "moto_server");
+        let bucket = unique("tansu").replace('_', "-");
+        let made = Command::new("python3")
+            .args([
+                "-c",
+                &format!(
+                    "import boto3; boto3.client('s3', endpoint_url='http://127.0.0.1:{port}', aws_access_key_id='x', aws_secret_access_key='y', region_name='us-east-1').create_bucket(Bucket='{bucket}')"
+                ),
+            ])
+            .status()
+            .expect("python3 runs");
+        assert!(made.success(), "bucket created");
+        S3 {
+            port,
+            bucket,
+            child,
+        }
+    }
+
+    /// Environment tansu needs to use it.
+    pub fn env(&self) -> Vec<(String, String)> {
+        [
+            ("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port)),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", "x".into()),
+            ("AWS_SECRET_ACCESS_KEY", "y".into()),
+            ("AWS_DEFAULT_REGION", "us-east-1".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+}
+
+impl Drop for S3 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 // ---------------------------------------------------------------- redis
 
 /// A `redis-server` on a free port, in its own directory.
@@ -307,6 +366,29 @@ impl Redis {
     pub fn restart(&mut self) {
         self.kill9();
         self.spawn();
+    }
+
+    /// Sends a signal (`STOP`, `CONT`...) to the server process.
+    pub fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .arg(format!("-{sig}"))
+                .arg(c.id().to_string())
+                .status();
+        }
+    }
+
+    /// Sum of the partition positions rankflow recorded under `prefix`: how
+    /// many events (of any outcome) are applied, across consumers.
+    pub async fn positions_sum(&self, prefix: &str) -> i64 {
+        let Ok(mut c) = redis::Client::open(self.url()).and_then(|c| c.get_connection()) else {
+            return -1;
+        };
+        let values: Vec<i64> = redis::cmd("HVALS")
+            .arg(format!("{prefix}:positions"))
+            .query(&mut c)
+            .unwrap_or_default();
+        values.iter().sum()
     }
 
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
@@ -520,6 +602,18 @@ impl Process {
         let _ = self.child.wait();
     }
 
+    /// Resident memory of the process, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+
     pub fn sigterm(&self) {
         let _ = Command::new("kill")
             .arg("-TERM")
@@ -542,6 +636,13 @@ pub async fn get_json(url: &str) -> (u16, serde_json::Value) {
     let status = resp.status().as_u16();
     let body = resp.json().await.unwrap_or(serde_json::Value::Null);
     (status, body)
+}
+
+pub async fn status_of(url: &str) -> u16 {
+    match reqwest::get(url).await {
+        Ok(r) => r.status().as_u16(),
+        Err(_) => 0,
+    }
 }
 
 pub async fn get_text(url: &str) -> Option<String> {
