@@ -411,6 +411,106 @@ mod tests {
     }
 
     #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = format!("{}{}", "[".repeat(20_000), "]".repeat(20_000));
+        assert_eq!(reason(deep.as_bytes()), "invalid_json");
+        let deep_obj = format!(
+            "{{\"type\":\"gift\",\"x\":{}1{}}}",
+            "{\"a\":".repeat(10_000),
+            "}".repeat(10_000)
+        );
+        assert_eq!(reason(deep_obj.as_bytes()), "invalid_json");
+    }
+
+    mod fuzz {
+        //! Bounded fuzzing of the decoder (it runs in every `cargo test`):
+        //! arbitrary bytes and arbitrary JSON shaped like events never
+        //! panic, and every rejection has one of the known reasons.
+        use super::*;
+        use proptest::prelude::*;
+
+        const REASONS: [&str; 6] = [
+            "too_large",
+            "invalid_utf8",
+            "invalid_json",
+            "not_object",
+            "unknown_type",
+            "schema",
+        ];
+
+        fn json_value() -> impl Strategy<Value = serde_json::Value> {
+            let leaf = prop_oneof![
+                Just(serde_json::Value::Null),
+                any::<bool>().prop_map(serde_json::Value::from),
+                any::<i64>().prop_map(serde_json::Value::from),
+                any::<f64>()
+                    .prop_filter("finite", |f| f.is_finite())
+                    .prop_map(serde_json::Value::from),
+                "\\PC{0,20}".prop_map(serde_json::Value::from),
+            ];
+            leaf.prop_recursive(4, 32, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::from),
+                    prop::collection::btree_map("[a-z_]{1,10}", inner, 0..6)
+                        .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn event_like() -> impl Strategy<Value = serde_json::Value> {
+            let field = prop_oneof![
+                Just("type"),
+                Just("event_id"),
+                Just("ts"),
+                Just("sender_id"),
+                Just("receiver_id"),
+                Just("gift_id"),
+                Just("count"),
+                Just("value"),
+                Just("user_id"),
+                Just("game_id"),
+                Just("points"),
+                Just("duration_ms"),
+                Just("revives"),
+                Just("cleared"),
+                Just("room_id"),
+            ];
+            let kind = prop_oneof![Just("gift"), Just("score"), Just("play"), Just("other")];
+            (kind, prop::collection::vec((field, json_value()), 0..14)).prop_map(|(k, fields)| {
+                let mut m = serde_json::Map::new();
+                m.insert("type".into(), serde_json::Value::from(k));
+                for (f, v) in fields {
+                    m.insert(f.to_string(), v);
+                }
+                serde_json::Value::Object(m)
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+            #[test]
+            fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+                if let Err(e) = dec().decode(&bytes) {
+                    prop_assert!(REASONS.contains(&e.reason()));
+                }
+            }
+
+            #[test]
+            fn arbitrary_event_shaped_json_never_panics(v in event_like()) {
+                match dec().decode(v.to_string().as_bytes()) {
+                    Ok(e) => {
+                        // Whatever passes is a well-formed event.
+                        prop_assert!(e.ts >= 946_684_800_000);
+                        prop_assert!(!e.event_id.is_empty() && e.event_id.len() <= MAX_ID_BYTES);
+                    }
+                    Err(e) => prop_assert!(REASONS.contains(&e.reason())),
+                }
+            }
+        }
+    }
+
+    #[test]
     fn all_three_types_decode() {
         let s = serde_json::json!({"type":"score","event_id":"s","ts":1_763_700_000_000i64,"user_id":"u","game_id":"g","points":-5});
         assert_eq!(

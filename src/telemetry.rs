@@ -25,6 +25,8 @@ pub const WINDOW_EVICTIONS: &str = "rankflow_window_evictions_total";
 pub const SCORE_OVERFLOW: &str = "rankflow_score_overflow_total";
 /// Partition groups skipped because their offsets were already applied.
 pub const DUPLICATES: &str = "rankflow_duplicate_batches_total";
+/// Failed attempts to write dead letters (the batch waits and is retried).
+pub const DLQ_ERRORS: &str = "rankflow_dlq_errors_total";
 /// 1 while the consumer can write to Redis, 0 during an outage.
 pub const REDIS_UP: &str = "rankflow_redis_up";
 

@@ -132,6 +132,7 @@ impl Flusher {
                     );
                 }
                 Err(Failure::DeadLetters(e)) => {
+                    metrics::counter!(telemetry::DLQ_ERRORS).increment(1);
                     tracing::warn!(
                         error = %e,
                         letters = delivered.iter().filter(|d| !**d).count(),

@@ -444,6 +444,8 @@ pub struct Setup {
     pub batch: (usize, u64),
     pub extra: String,
     pub boards: String,
+    /// `kafka.dead_letter_topic`, if any.
+    pub dlq: Option<String>,
 }
 
 impl Setup {
@@ -458,6 +460,7 @@ impl Setup {
             batch: (500, 20),
             extra: String::new(),
             boards: boards.to_string(),
+            dlq: None,
         }
     }
 
@@ -470,6 +473,7 @@ timezone = "{tz}"
 brokers = "{brokers}"
 group_id = "{group}"
 topics = ["{topic}"]
+{dlq}
 [kafka.client]
 "session.timeout.ms" = "6000"
 "max.poll.interval.ms" = "10000"
@@ -495,6 +499,11 @@ listen = "127.0.0.1:0"
             max_events = self.batch.0,
             max_delay = self.batch.1,
             boards = self.boards,
+            dlq = self
+                .dlq
+                .as_ref()
+                .map(|t| format!("dead_letter_topic = \"{t}\""))
+                .unwrap_or_default(),
         )
     }
 
