@@ -6,6 +6,8 @@
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use redis::{RedisError, Value};
 
 use crate::config::{RedisConfig, RedisUrl};
@@ -88,11 +90,19 @@ pub struct Scripts {
     pub positions: String,
 }
 
-/// A connection to a single Redis node (the cluster variant arrives with
-/// the Redis Cluster support), and the scripts loaded into it.
+/// The connection: one node, or a Redis Cluster (commands routed by key,
+/// MOVED/ASK followed, scripts loaded on every primary).
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+/// A connection to Redis, single node or cluster, and the scripts loaded
+/// into it.
 #[derive(Clone)]
 pub struct Store {
-    conn: ConnectionManager,
+    conn: Conn,
     /// The current script versions; replaced whenever Redis turns out to
     /// have lost state (empty script cache after a restart or failover, or
     /// a new run id), which also bumps the epoch.
@@ -113,25 +123,24 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Connects (one attempt; the caller decides how to retry).
     pub async fn connect(config: &RedisConfig) -> Result<Store, StoreError> {
-        let url = match &config.url {
-            RedisUrl::Single(url) => url.clone(),
-            RedisUrl::Cluster(urls) if urls.len() == 1 => urls[0].clone(),
-            RedisUrl::Cluster(_) => {
-                return Err(StoreError::Config(
-                    "a list of cluster node URLs needs Redis Cluster support, which this build does not have yet".into(),
-                ));
+        let response_timeout = Duration::from_millis(config.response_timeout_ms);
+        let conn = match &config.url {
+            RedisUrl::Single(url) => Conn::Single(single(url, response_timeout).await?),
+            RedisUrl::Cluster(urls) if urls.len() == 1 => {
+                Conn::Single(single(&urls[0], response_timeout).await?)
+            }
+            RedisUrl::Cluster(urls) => {
+                let client = ClusterClient::builder(urls.iter().map(String::as_str))
+                    .connection_timeout(Duration::from_secs(2))
+                    .response_timeout(response_timeout)
+                    // MOVED/ASK/TRYAGAIN during resharding and failovers are
+                    // followed by the client; other failures come back here.
+                    .retries(6)
+                    .build()
+                    .map_err(|e| StoreError::Config(format!("{urls:?}: {e}")))?;
+                Conn::Cluster(client.get_async_connection().await?)
             }
         };
-        let client = redis::Client::open(url.as_str())
-            .map_err(|e| StoreError::Config(format!("{url}: {e}")))?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_millis(config.response_timeout_ms)))
-            // Reconnects are the caller's business (with its own backoff and
-            // metrics); the manager only tries once per request.
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_secs(1));
-        let conn = ConnectionManager::new_with_config(client, manager_config).await?;
         let store = Store {
             conn,
             scripts: Default::default(),
@@ -142,9 +151,17 @@ impl Store {
         Ok(store)
     }
 
+    /// Whether this is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
+    }
+
     /// How instances may share a script call on this deployment.
     pub fn grouping(&self) -> super::call::Grouping {
-        super::call::Grouping::Any
+        match self.conn {
+            Conn::Single(_) => super::call::Grouping::Any,
+            Conn::Cluster(_) => super::call::Grouping::BySlot,
+        }
     }
 
     /// Records that Redis lost its state as seen by a caller working in
@@ -195,13 +212,15 @@ impl Store {
                 .map(|d| d.as_nanos())
                 .unwrap_or(0)
         );
-        let mut conn = self.conn.clone();
         let mut shas = Vec::new();
         for text in [APPLY_LUA, POSITIONS_LUA] {
-            let sha: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(format!("{text}{nonce}"))
-                .query_async(&mut conn)
+            // On a cluster, SCRIPT LOAD goes to every primary.
+            let sha: String = self
+                .query(
+                    redis::cmd("SCRIPT")
+                        .arg("LOAD")
+                        .arg(format!("{text}{nonce}")),
+                )
                 .await?;
             shas.push(sha);
         }
@@ -232,31 +251,86 @@ impl Store {
         if cmds.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = redis::pipe();
-        for c in cmds {
-            pipe.add_command(c.clone());
-        }
-        pipe.ignore_errors();
-        let mut conn = self.conn.clone();
-        let replies: Vec<Value> = pipe.query_async(&mut conn).await?;
+        let replies: Vec<Value> = match &self.conn {
+            Conn::Single(conn) => {
+                let mut pipe = redis::pipe();
+                for c in cmds {
+                    pipe.add_command(c.clone());
+                }
+                pipe.ignore_errors();
+                let mut conn = conn.clone();
+                pipe.query_async(&mut conn).await?
+            }
+            Conn::Cluster(conn) => {
+                // A cluster pipeline must stay within one slot, and the calls
+                // of a batch span many: they go out at once instead, each
+                // routed by its key (calls never mix slots), and the client
+                // pipelines what goes to the same node.
+                let sent = cmds.iter().map(|c| {
+                    let mut conn = conn.clone();
+                    async move { c.query_async::<Value>(&mut conn).await }
+                });
+                let mut replies = Vec::with_capacity(cmds.len());
+                let mut noscript = false;
+                let mut failure = None;
+                for r in futures::future::join_all(sent).await {
+                    match r {
+                        Ok(v) => replies.push(v),
+                        Err(e) if e.code() == Some("NOSCRIPT") => {
+                            noscript = true;
+                            replies.push(Value::Nil);
+                        }
+                        Err(e) => {
+                            failure.get_or_insert(e);
+                            replies.push(Value::Nil);
+                        }
+                    }
+                }
+                if noscript {
+                    return self.lost(epoch).await;
+                }
+                if let Some(e) = failure {
+                    return Err(e.into());
+                }
+                replies
+            }
+        };
         let noscript = replies
             .iter()
             .any(|v| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT"));
         if noscript {
-            tracing::warn!(
-                "Redis does not have this version of the scripts: it restarted or failed over and may have lost its last writes."
-            );
-            self.note_lost_state(epoch).await;
-            return Err(StoreError::LostState);
+            return self.lost(epoch).await;
         }
         Ok(replies)
     }
 
+    async fn lost(&self, epoch: u64) -> Result<Vec<Value>, StoreError> {
+        tracing::warn!(
+            "Redis does not have this version of the scripts: it restarted or failed over and may have lost its last writes."
+        );
+        self.note_lost_state(epoch).await;
+        Err(StoreError::LostState)
+    }
+
     /// One command, for reads and small writes.
     pub async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, StoreError> {
-        let mut conn = self.conn.clone();
-        Ok(cmd.query_async(&mut conn).await?)
+        Ok(match &self.conn {
+            Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await?,
+            Conn::Cluster(conn) => cmd.query_async(&mut conn.clone()).await?,
+        })
     }
+}
+
+async fn single(url: &str, response_timeout: Duration) -> Result<ConnectionManager, StoreError> {
+    let client = redis::Client::open(url).map_err(|e| StoreError::Config(format!("{url}: {e}")))?;
+    let manager_config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(response_timeout))
+        // Reconnects are the caller's business (with its own backoff and
+        // metrics); the manager only tries once per request.
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_secs(1));
+    Ok(ConnectionManager::new_with_config(client, manager_config).await?)
 }
 
 /// Turns a per-command error reply into a [`StoreError`].

@@ -368,6 +368,16 @@ impl Redis {
         self.spawn();
     }
 
+    /// Runs `redis-cli` against this server; returns its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
     /// Sends a signal (`STOP`, `CONT`...) to the server process.
     pub fn signal(&self, sig: &str) {
         if let Some(c) = &self.child {
@@ -431,11 +441,199 @@ impl Drop for Redis {
     }
 }
 
+/// Reading boards back, from a single Redis or a cluster.
+#[allow(async_fn_in_trait)]
+pub trait Zsets {
+    /// A sorted set as member → score.
+    async fn zset(&self, key: &str) -> BTreeMap<String, f64>;
+    /// Sum of the partition positions rankflow recorded under `prefix`.
+    async fn positions_sum(&self, prefix: &str) -> i64;
+}
+
+impl Zsets for Redis {
+    async fn zset(&self, key: &str) -> BTreeMap<String, f64> {
+        Redis::zset(self, key).await
+    }
+    async fn positions_sum(&self, prefix: &str) -> i64 {
+        Redis::positions_sum(self, prefix).await
+    }
+}
+
+/// A local Redis Cluster of three primaries, each its own `redis-server`.
+pub struct RedisCluster {
+    pub nodes: Vec<Redis>,
+}
+
+impl RedisCluster {
+    pub fn start() -> RedisCluster {
+        let nodes: Vec<Redis> = (0..3)
+            .map(|i| {
+                Redis::start_with(&[
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    &format!("nodes-{i}.conf"),
+                    "--cluster-node-timeout",
+                    "2000",
+                ])
+            })
+            .collect();
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for n in &nodes {
+            create.arg(format!("127.0.0.1:{}", n.port));
+        }
+        let out = create
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli runs");
+        assert!(
+            out.status.success(),
+            "cluster create: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = RedisCluster { nodes };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cluster
+            .nodes
+            .iter()
+            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        {
+            assert!(Instant::now() < deadline, "cluster did not become ok");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        cluster
+    }
+
+    /// `redis.url` as a TOML list.
+    pub fn toml_urls(&self) -> String {
+        let urls: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("\"{}\"", n.url()))
+            .collect();
+        format!("[{}]", urls.join(", "))
+    }
+
+    fn client(&self) -> redis::cluster::ClusterClient {
+        redis::cluster::ClusterClient::new(self.nodes.iter().map(|n| n.url()).collect::<Vec<_>>())
+            .expect("cluster client")
+    }
+
+    /// The node serving `slot`, as (node index, node id), from `CLUSTER NODES`.
+    pub fn owner(&self, slot: u16) -> (usize, String) {
+        let nodes = self.nodes[0].cli(&["CLUSTER", "NODES"]);
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() < 9 {
+                continue;
+            }
+            let serves = fields[8..].iter().any(|r| match r.split_once('-') {
+                Some((a, b)) => {
+                    a.parse::<u16>().is_ok_and(|a| a <= slot)
+                        && b.parse::<u16>().is_ok_and(|b| slot <= b)
+                }
+                None => r.parse::<u16>() == Ok(slot),
+            });
+            if serves {
+                let port = fields[1]
+                    .split(['@', ':'])
+                    .nth(1)
+                    .and_then(|p| p.parse::<u16>().ok());
+                if let Some(i) = self.nodes.iter().position(|n| Some(n.port) == port) {
+                    return (i, fields[0].to_string());
+                }
+            }
+        }
+        panic!("no node owns slot {slot}:\n{nodes}");
+    }
+
+    /// Moves `slot` (with its keys) to node `to`, the way `redis-cli
+    /// --cluster reshard` does, while clients keep writing to it.
+    pub fn migrate_slot(&self, slot: u16, to: usize) {
+        let (from, from_id) = self.owner(slot);
+        assert_ne!(from, to, "slot {slot} is already on node {to}");
+        let to_id = self.nodes[to].cli(&["CLUSTER", "MYID"]).trim().to_string();
+        let s = slot.to_string();
+        self.nodes[to].cli(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]);
+        self.nodes[from].cli(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]);
+        loop {
+            let keys = self.nodes[from].cli(&["CLUSTER", "GETKEYSINSLOT", &s, "100"]);
+            let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
+            if keys.is_empty() {
+                break;
+            }
+            let port = self.nodes[to].port.to_string();
+            let mut args = vec![
+                "MIGRATE",
+                "127.0.0.1",
+                &port,
+                "",
+                "0",
+                "5000",
+                "REPLACE",
+                "KEYS",
+            ];
+            args.extend(keys.iter().copied());
+            let out = self.nodes[from].cli(&args);
+            assert!(!out.contains("ERR"), "MIGRATE: {out}");
+        }
+        for n in &self.nodes {
+            n.cli(&["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+        }
+    }
+
+    pub async fn keys(&self, pattern: &str) -> Vec<String> {
+        let mut all = Vec::new();
+        for n in &self.nodes {
+            all.extend(n.keys(pattern).await);
+        }
+        all.sort();
+        all
+    }
+}
+
+impl Zsets for RedisCluster {
+    async fn zset(&self, key: &str) -> BTreeMap<String, f64> {
+        let mut c = self
+            .client()
+            .get_async_connection()
+            .await
+            .expect("cluster connection");
+        let v: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut c)
+            .await
+            .unwrap_or_default();
+        v.into_iter().collect()
+    }
+
+    async fn positions_sum(&self, prefix: &str) -> i64 {
+        let Ok(mut c) = self.client().get_async_connection().await else {
+            return -1;
+        };
+        let values: Vec<i64> = redis::cmd("HVALS")
+            .arg(format!("{prefix}:positions"))
+            .query_async(&mut c)
+            .await
+            .unwrap_or_default();
+        values.iter().sum()
+    }
+}
+
 // ---------------------------------------------------------------- rankflow
 
 /// A config for one test: its own topic, group and key prefix.
 pub struct Setup {
     pub brokers: String,
+    /// `redis.url` as a TOML value: a quoted URL, or a list for a cluster.
     pub redis_url: String,
     pub topic: String,
     pub group: String,
@@ -449,10 +647,17 @@ pub struct Setup {
 }
 
 impl Setup {
+    /// The same, against a Redis Cluster.
+    pub fn new_cluster(broker: &Broker, cluster: &RedisCluster, boards: &str) -> Setup {
+        let mut setup = Setup::new(broker, &cluster.nodes[0], boards);
+        setup.redis_url = cluster.toml_urls();
+        setup
+    }
+
     pub fn new(broker: &Broker, redis: &Redis, boards: &str) -> Setup {
         Setup {
             brokers: broker.brokers(),
-            redis_url: redis.url(),
+            redis_url: format!("\"{}\"", redis.url()),
             topic: unique("events"),
             group: unique("group"),
             prefix: unique("rf"),
@@ -480,7 +685,7 @@ topics = ["{topic}"]
 "heartbeat.interval.ms" = "500"
 "topic.metadata.refresh.interval.ms" = "1000"
 [redis]
-url = "{redis}"
+url = {redis}
 key_prefix = "{prefix}"
 [batch]
 max_events = {max_events}

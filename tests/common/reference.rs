@@ -10,7 +10,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use serde_json::json;
 
-use super::{Redis, Setup};
+use super::{Setup, Zsets};
 
 pub type Boards = BTreeMap<String, BTreeMap<String, f64>>;
 
@@ -125,7 +125,7 @@ pub fn mixed_events(
 }
 
 /// Reads every expected board from Redis (`tag/view` → key).
-pub async fn read_boards(redis: &Redis, setup: &Setup, expect: &Boards) -> Boards {
+pub async fn read_boards(redis: &impl Zsets, setup: &Setup, expect: &Boards) -> Boards {
     let mut got = BTreeMap::new();
     for name in expect.keys() {
         let (tag, view) = name.split_once('/').expect("tag/view");
@@ -138,7 +138,7 @@ pub async fn read_boards(redis: &Redis, setup: &Setup, expect: &Boards) -> Board
     got
 }
 
-pub async fn wait_boards(redis: &Redis, setup: &Setup, expect: &Boards, timeout: Duration) {
+pub async fn wait_boards(redis: &impl Zsets, setup: &Setup, expect: &Boards, timeout: Duration) {
     let mut last = BTreeMap::new();
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
