@@ -70,6 +70,14 @@ pub async fn run(
             "No kafka.dead_letter_topic: invalid events are counted and logged, not kept."
         );
     }
+    telemetry::register_series(
+        &boards
+            .boards
+            .iter()
+            .map(|b| b.name.clone())
+            .collect::<Vec<_>>(),
+        &config.kafka.topics,
+    );
     let health = Arc::new(Health::default());
     let reader_slot = Arc::new(OnceLock::new());
 
@@ -212,7 +220,10 @@ async fn probe_redis(store: Store, health: Arc<Health>, mut shutdown: watch::Rec
     let mut tick = 0u64;
     loop {
         tick += 1;
+        // On a cluster INFO goes to any node, so run ids are not compared
+        // there; NOSCRIPT from a restarted node still reveals lost state.
         if tick % 5 == 1
+            && !store.is_cluster()
             && let Ok(info) = store
                 .query::<String>(redis::cmd("INFO").arg("server"))
                 .await

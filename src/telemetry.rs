@@ -122,6 +122,50 @@ fn describe() {
     );
 }
 
+/// Reasons a message goes to the dead-letter topic (the `reason` label).
+pub const DLQ_REASONS: &[&str] = &[
+    "too_large",
+    "invalid_utf8",
+    "invalid_json",
+    "not_object",
+    "unknown_type",
+    "schema",
+    "future_ts",
+    "expression",
+];
+
+/// Creates every counter series with its bounded label values at zero, so
+/// dashboards and alerts see them (and `rate()` starts from 0) before the
+/// first event of a kind.
+pub fn register_series(boards: &[String], topics: &[String]) {
+    for topic in topics {
+        for kind in ["gift", "score", "play"] {
+            for outcome in ["applied", "filtered", "invalid", "late"] {
+                metrics::counter!(EVENTS, "topic" => topic.clone(), "type" => kind, "outcome" => outcome)
+                    .absolute(0);
+            }
+        }
+        metrics::counter!(EVENTS, "topic" => topic.clone(), "type" => "unknown", "outcome" => "invalid")
+            .absolute(0);
+    }
+    for board in boards {
+        metrics::counter!(BOARD_UPDATES, "board" => board.clone()).absolute(0);
+        metrics::counter!(WINDOW_EVICTIONS, "board" => board.clone()).absolute(0);
+        metrics::counter!(SCORE_OVERFLOW, "board" => board.clone()).absolute(0);
+    }
+    for reason in DLQ_REASONS {
+        metrics::counter!(DLQ, "reason" => *reason).absolute(0);
+    }
+    for kind in ["io", "timeout", "noscript", "server"] {
+        metrics::counter!(REDIS_ERRORS, "kind" => kind).absolute(0);
+    }
+    for kind in ["assign", "revoke"] {
+        metrics::counter!(REBALANCES, "kind" => kind).absolute(0);
+    }
+    metrics::counter!(DUPLICATES).absolute(0);
+    metrics::counter!(DLQ_ERRORS).absolute(0);
+}
+
 /// Records a batch's event lags, pre-bucketed so the recorder is called
 /// once per non-empty bucket rather than once per event.
 pub fn record_event_lags(now_ms: i64, event_ts: &[i64]) {

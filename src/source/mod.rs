@@ -122,6 +122,12 @@ impl ClientContext for Context {
     }
 
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        // Connection failures are also reported through `error` below, as
+        // one clear line per retry; librdkafka's own line would repeat it.
+        if fac == "FAIL" {
+            tracing::debug!(target: "librdkafka", facility = fac, "{message}");
+            return;
+        }
         match level {
             RDKafkaLogLevel::Emerg
             | RDKafkaLogLevel::Alert
@@ -149,7 +155,7 @@ impl ClientContext for Context {
             self.health
                 .kafka_failed(&format!("all brokers down: {reason}"));
         }
-        tracing::warn!(error = %error, reason, "Kafka client reported an error; librdkafka keeps retrying.");
+        tracing::warn!(error = %error, reason, "Kafka is not reachable or reported an error; librdkafka keeps retrying.");
     }
 }
 
