@@ -22,15 +22,14 @@ WORKDIR /build
 
 # Dependencies first, against stub sources, so editing rankflow's own code
 # does not rebuild librdkafka and the crate graph. The [[bench]] targets of
-# Cargo.toml must exist for the manifest to load.
+# Cargo.toml must exist for the manifest to load (they are not built here).
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src benches \
+COPY benches benches
+RUN mkdir -p src \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \
- && echo 'fn main() {}' > benches/expr.rs \
- && echo 'fn main() {}' > benches/pipeline.rs \
- && cargo build --release --locked \
- && rm -rf src benches
+ && cargo build --release --locked --bin rankflow \
+ && rm -rf src
 
 COPY . .
 # COPY keeps the context's modification times, which may be older than the

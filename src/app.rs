@@ -15,7 +15,7 @@ use tokio::sync::{Notify, watch};
 use crate::api::{self, ApiState};
 use crate::board::BoardSet;
 use crate::clock::SharedClock;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, KafkaConfig};
 use crate::deadletter::{DeadLetterError, DeadLetters};
 use crate::engine::{Engine, Flusher};
 use crate::event::{Decoder, SchemaBuildError};
@@ -111,7 +111,13 @@ pub async fn run(
         }
     });
 
-    let Some(store) = connect_redis(&config, &health, shutdown.clone()).await else {
+    // Both dependencies are awaited side by side, so /healthz and the log
+    // name every one that is down, not only the first.
+    let (redis, kafka_ready) = tokio::join!(
+        connect_redis(&config, &health, shutdown.clone()),
+        wait_for_kafka(&config.kafka, &health, shutdown.clone()),
+    );
+    let (Some(store), true) = (redis, kafka_ready) else {
         let _ = http.await;
         return Ok(());
     };
@@ -205,6 +211,41 @@ async fn connect_redis(
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = shutdown.wait_for(|s| *s) => return None,
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+        attempt += 1;
+    }
+}
+
+/// Asks the brokers for metadata until one answers, with capped backoff and
+/// one log line per failed attempt; `false` when shutdown came first. Only
+/// at start-up: once the consumer runs, its own callbacks report Kafka.
+async fn wait_for_kafka(
+    config: &KafkaConfig,
+    health: &Health,
+    mut shutdown: watch::Receiver<bool>,
+) -> bool {
+    let mut delay = Duration::from_millis(200);
+    let mut attempt = 1u32;
+    loop {
+        let probe = tokio::select! {
+            r = source::probe::reachable(config) => r,
+            _ = shutdown.wait_for(|s| *s) => return false,
+        };
+        match probe {
+            Ok(()) => {
+                health.kafka_ok();
+                tracing::info!(attempt, brokers = %config.brokers, "Kafka brokers are reachable.");
+                return true;
+            }
+            Err(e) => {
+                health.kafka_failed(&format!("cannot reach {}: {e}", config.brokers));
+                tracing::warn!(attempt, brokers = %config.brokers, error = %e, retry_in_ms = delay.as_millis() as u64, "Kafka is not reachable yet; retrying.");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.wait_for(|s| *s) => return false,
         }
         delay = (delay * 2).min(Duration::from_secs(5));
         attempt += 1;

@@ -195,8 +195,10 @@ pub fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("RANKFLOW_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,rdkafka=warn,librdkafka=warn"));
+    // Colours only on a terminal: log files and collectors get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let json = std::env::var("RANKFLOW_LOG_FORMAT").is_ok_and(|v| v == "json");
     let _ = if json {

@@ -230,8 +230,11 @@ impl Engine {
                         match msg {
                             Ok(m) => self.take(&mut state, &mut building, &m, now),
                             Err(e) => {
-                                tracing::warn!(error = %e, "Kafka consumer error; librdkafka keeps retrying.");
-                                self.health.kafka_failed(&e.to_string());
+                                // The client callbacks see the same errors;
+                                // one rate-limited reporter writes the lines.
+                                if self.consumer.context().reports.error(&e, "consumer stream") {
+                                    self.health.kafka_failed(&e.to_string());
+                                }
                             }
                         }
                         if building.messages >= self.batch.max_events {

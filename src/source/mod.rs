@@ -22,6 +22,9 @@ use crate::config::KafkaConfig;
 use crate::health::Health;
 use crate::telemetry;
 
+pub mod outage;
+pub mod probe;
+
 /// Client properties rankflow sets itself; `[kafka.client]` may not change
 /// them, because the offset handling depends on them.
 pub const MANAGED_PROPERTIES: &[&str] = &[
@@ -53,6 +56,8 @@ pub enum SourceError {
     },
     #[error("Kafka consumer failed: {0}")]
     Consume(KafkaError),
+    #[error("no broker answered a metadata request: {0}")]
+    Unreachable(KafkaError),
     #[error("[kafka.client] sets {0}, which rankflow manages itself")]
     Managed(String),
 }
@@ -60,7 +65,7 @@ pub enum SourceError {
 impl SourceError {
     /// Configuration mistakes are permanent; broker trouble is not.
     pub fn is_retriable(&self) -> bool {
-        matches!(self, SourceError::Consume(_))
+        matches!(self, SourceError::Consume(_) | SourceError::Unreachable(_))
     }
 }
 
@@ -70,6 +75,8 @@ pub struct Context {
     health: Arc<Health>,
     /// Currently assigned partitions: the lag gauge reports only these.
     assigned: Mutex<HashSet<(String, i32)>>,
+    /// Rate-limited logging of Kafka errors.
+    pub reports: outage::KafkaReports,
 }
 
 impl Context {
@@ -78,6 +85,7 @@ impl Context {
             events,
             health,
             assigned: Mutex::new(HashSet::new()),
+            reports: outage::KafkaReports::default(),
         }
     }
 }
@@ -97,6 +105,7 @@ impl ClientContext for Context {
         };
         if stats.brokers.values().any(|b| b.state == "UP") {
             self.health.kafka_ok();
+            self.reports.reachable();
         }
         for (topic, t) in &stats.topics {
             for (id, p) in &t.partitions {
@@ -148,14 +157,10 @@ impl ClientContext for Context {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        if matches!(
-            error.rdkafka_error_code(),
-            Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown)
-        ) {
+        if self.reports.error(&error, reason) {
             self.health
                 .kafka_failed(&format!("all brokers down: {reason}"));
         }
-        tracing::warn!(error = %error, reason, "Kafka is not reachable or reported an error; librdkafka keeps retrying.");
     }
 }
 
