@@ -1,8 +1,8 @@
 //! Memory of a full sliding window, measured with Redis's MEMORY USAGE:
 //! 10,000 members each active in every minute of a 3h/1m window (180
 //! buckets, 1,800,000 bucket entries), against a day board holding the same
-//! 10,000 members (the baseline, measured in the same run). Prints bytes per
-//! member and per bucket entry.
+//! 10,000 members (the baseline, measured in the same run), and that day
+//! board with a tie-break. Prints bytes per member and per bucket entry.
 //!
 //! Run with `scripts/bench.sh` (or `cargo bench --bench window_memory`).
 
@@ -51,6 +51,14 @@ event = "gift"
 member = "sender_id"
 score = "count"
 periods = ["day"]
+
+[[board]]
+name = "day_tb"
+event = "gift"
+member = "sender_id"
+score = "count"
+periods = ["day"]
+tie_break = "earliest"
 "#;
     let real_now = rankflow::clock::Clock::now_ms(&rankflow::clock::SystemClock);
     let start = (real_now / 60_000) * 60_000 - MINUTES * 60_000;
@@ -100,6 +108,11 @@ periods = ["day"]
     let day_per_member = day_bytes as f64 / (MEMBERS * day_keys.max(1)) as f64;
     println!(
         "  baseline, a day board holding the same members: {day_per_member:.1} bytes per member ({day_keys} key(s), {day_bytes} bytes)"
+    );
+    let (tb_keys, tb_bytes) = memory(&redis, &format!("{prefix}:{{day_tb}}:day:*")).await;
+    println!(
+        "  the same day board with tie_break = \"earliest\": {:.1} bytes per member ({tb_keys} key(s), {tb_bytes} bytes)",
+        tb_bytes as f64 / (MEMBERS * tb_keys.max(1)) as f64
     );
     println!(
         "  ratio window / day board per member: {:.1}x (bounded by the bucket count, {MINUTES}, not by events)",

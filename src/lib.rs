@@ -35,3 +35,12 @@ pub mod rules;
 pub mod sink;
 pub mod source;
 pub mod telemetry;
+
+/// mimalloc for every binary that links rankflow (the service, the
+/// benchmarks and the tests run the same allocator). The consumer allocates
+/// per event (decoded JSON, member strings, encoded arguments) on several
+/// threads; glibc's malloc spent about a sixth of the consumer's CPU time,
+/// and with mimalloc the 1M-event pipeline benchmark runs ~10% faster
+/// (3.31–3.52 s against 3.72–3.83 s, three alternating runs each).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

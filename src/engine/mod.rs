@@ -659,10 +659,10 @@ fn emit_batch_metrics(
             tracing::error!(board = %name, updates = c.overflow, "Updates refused: the total would leave the exact range ±2^53.");
         }
     }
-    if report.duplicates > 0 {
-        metrics::counter!(telemetry::DUPLICATES).increment(report.duplicates);
+    if report.conflicts > 0 {
+        metrics::counter!(telemetry::DUPLICATES).increment(report.conflicts);
         tracing::info!(
-            groups = report.duplicates,
+            ranges = report.conflicts,
             "Skipped partition ranges that were already applied (redelivery after a restart or rebalance)."
         );
     }

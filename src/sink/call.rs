@@ -52,7 +52,6 @@ pub struct Call {
     /// Expiries this call sets, to remember once Redis acknowledged it.
     pub expiries: Vec<(String, i64)>,
     /// Partition groups left out because they were applied already.
-    pub duplicates: usize,
     updates: usize,
 }
 
@@ -189,7 +188,6 @@ struct Encoded {
     args: Vec<String>,
     cutoffs: Vec<(usize, i64)>,
     expiries: Vec<(String, i64)>,
-    duplicates: usize,
     updates: usize,
 }
 
@@ -222,12 +220,8 @@ fn encode(
     // or not at all, so a member gets one update per view however many
     // partitions its events came from.
     let mut groups: BTreeMap<u16, (i64, i64)> = BTreeMap::new();
-    let mut seen_parts: Vec<u16> = Vec::new();
     let mut merged: FastMap<(u16, &Arc<str>, i64), Agg> = FastMap::default();
     for u in &inst.updates {
-        if !seen_parts.contains(&u.part) {
-            seen_parts.push(u.part);
-        }
         if fences.get(&u.part).is_some_and(|&f| u.offset <= f) {
             continue;
         }
@@ -239,8 +233,6 @@ fn encode(
             .and_modify(|a| a.combine(board.aggregate, u.agg))
             .or_insert(u.agg);
     }
-    // Partitions whose every offset here was applied already.
-    let duplicates = seen_parts.len() - groups.len();
     if groups.is_empty() {
         return None;
     }
@@ -320,7 +312,6 @@ fn encode(
         args,
         cutoffs,
         expiries,
-        duplicates,
         updates: updates_count,
     })
 }
@@ -342,7 +333,6 @@ fn pack(encoded: Vec<(u32, Encoded)>) -> Vec<Call> {
                 args: Vec::new(),
                 cutoffs: Vec::new(),
                 expiries: Vec::new(),
-                duplicates: 0,
                 updates: 0,
             });
         }
@@ -352,7 +342,6 @@ fn pack(encoded: Vec<(u32, Encoded)>) -> Vec<Call> {
                 .extend(e.cutoffs.into_iter().map(|(i, l)| (base + i, l)));
             c.members.push(e.member);
             c.expiries.extend(e.expiries);
-            c.duplicates += e.duplicates;
             c.keys.extend(e.keys);
             c.args.extend(e.args);
             c.updates += e.updates;
@@ -447,7 +436,6 @@ pub fn trims(boards: &BoardSet, instances: &[(usize, String)], grouping: Groupin
                 args,
                 cutoffs,
                 expiries: Vec::new(),
-                duplicates: 0,
                 // Trimming work is bounded by the script's eviction budget.
                 updates: MAX_UPDATES_PER_CALL / 8,
             };

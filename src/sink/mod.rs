@@ -42,7 +42,8 @@ pub struct BoardCounts {
 pub struct FlushReport {
     /// Indexed like [`BoardSet::boards`].
     pub boards: Vec<BoardCounts>,
-    pub duplicates: u64,
+    /// (instance, partition) ranges the fences showed already applied, in
+    /// full or in part (a redelivery): those events were left out.
     pub conflicts: u64,
     /// Some window eviction stopped at its budget.
     pub more_trim: bool,
@@ -177,7 +178,6 @@ pub async fn apply_batch(
                 }
                 Some(Reply::Done { more, counts }) => {
                     report.more_trim |= more;
-                    report.duplicates += c.duplicates as u64;
                     for (m, n) in c.members.iter().zip(counts) {
                         report.add(m.board, n);
                     }
