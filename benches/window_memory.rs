@@ -109,10 +109,17 @@ tie_break = "earliest"
     println!(
         "  baseline, a day board holding the same members: {day_per_member:.1} bytes per member ({day_keys} key(s), {day_bytes} bytes)"
     );
+    // A tie-break view is its sorted set and a `:t` hash (member → time).
     let (tb_keys, tb_bytes) = memory(&redis, &format!("{prefix}:{{day_tb}}:day:*")).await;
+    let tb_days = redis
+        .keys(&format!("{prefix}:{{day_tb}}:day:*"))
+        .await
+        .iter()
+        .filter(|k| !k.ends_with(":t"))
+        .count();
     println!(
-        "  the same day board with tie_break = \"earliest\": {:.1} bytes per member ({tb_keys} key(s), {tb_bytes} bytes)",
-        tb_bytes as f64 / (MEMBERS * tb_keys.max(1)) as f64
+        "  the same day board with tie_break = \"earliest\": {:.1} bytes per member ({tb_keys} keys for {tb_days} day(s), {tb_bytes} bytes)",
+        tb_bytes as f64 / (MEMBERS * tb_days.max(1)) as f64
     );
     println!(
         "  ratio window / day board per member: {:.1}x (bounded by the bucket count, {MINUTES}, not by events)",

@@ -220,7 +220,7 @@ fn default_response_timeout_ms() -> u64 {
     10_000
 }
 fn default_max_events() -> usize {
-    10_000
+    20_000
 }
 fn default_max_delay_ms() -> u64 {
     50
@@ -439,7 +439,7 @@ mod tests {
     fn defaults_apply() {
         let c = load(MINIMAL, &[]).unwrap();
         assert_eq!(c.timezone, "UTC");
-        assert_eq!(c.batch.max_events, 10_000);
+        assert_eq!(c.batch.max_events, 20_000);
         assert_eq!(c.batch.max_delay_ms, 50);
         assert_eq!(c.http.listen, "127.0.0.1:9898");
         assert_eq!(c.redis.key_prefix, "rankflow");

@@ -55,8 +55,9 @@ const PAUSE_AFTER: Duration = Duration::from_millis(1000);
 const FLUSHES_IN_FLIGHT: usize = 2;
 /// Most messages taken from the consumer per loop iteration.
 const MAX_CHUNK: usize = 1024;
-/// Closed batches that may wait for Redis before fetching pauses...
-const BACKLOG_BATCHES: usize = 4;
+/// Batches' worth of messages that may wait for Redis before fetching
+/// pauses (the one being built and the closed ones)...
+const BACKLOG_BATCHES: usize = 2;
 /// ...but never fewer messages than this, so that small batches (down to
 /// one event) do not pause and resume the fetcher on every flush.
 const MIN_BACKLOG_MESSAGES: usize = 10_000;
@@ -140,9 +141,21 @@ impl Engine {
         let timer = tokio::time::sleep(Duration::from_secs(3600));
         tokio::pin!(timer);
         let mut timer_armed = false;
+        // The building batch reached max_delay while no flush could start:
+        // it keeps growing until one can (group commit). Under load a batch
+        // then covers what arrived during one flush, so more updates merge
+        // per (key, member) and Redis does less per event; the batch could
+        // not have been sent any sooner, so no event waits longer.
+        let mut due = false;
         let mut throttled_since: Option<Instant> = None;
         self.health.set_consuming(true);
         loop {
+            if due && (building.is_empty() || inflight.len() < FLUSHES_IN_FLIGHT) {
+                due = false;
+                if !building.is_empty() {
+                    closed.push_back(std::mem::take(&mut building));
+                }
+            }
             while inflight.len() < FLUSHES_IN_FLIGHT
                 && let Some(batch) = closed.pop_front()
             {
@@ -170,7 +183,10 @@ impl Engine {
                 }
             }
             let take_messages = throttled_since.is_none() || state.paused;
-            if !timer_armed && let Some(opened) = building.opened_at {
+            if !timer_armed
+                && !due
+                && let Some(opened) = building.opened_at
+            {
                 timer
                     .as_mut()
                     .reset(tokio::time::Instant::from_std(opened + max_delay));
@@ -219,7 +235,11 @@ impl Engine {
                 () = &mut timer, if timer_armed => {
                     timer_armed = false;
                     if !building.is_empty() {
-                        closed.push_back(std::mem::take(&mut building));
+                        if inflight.len() < FLUSHES_IN_FLIGHT && closed.is_empty() {
+                            closed.push_back(std::mem::take(&mut building));
+                        } else {
+                            due = true;
+                        }
                     }
                 }
                 _ = tokio::time::sleep(PAUSE_AFTER), if !take_messages => {}
@@ -240,6 +260,7 @@ impl Engine {
                         if building.messages >= self.batch.max_events {
                             closed.push_back(std::mem::take(&mut building));
                             timer_armed = false;
+                            due = false;
                         }
                     }
                     // librdkafka's stream is always ready while messages are
