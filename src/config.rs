@@ -104,6 +104,11 @@ pub struct RedisConfig {
     /// and retried (a retry is safe: the Lua call is fenced by offset).
     #[serde(default = "default_response_timeout_ms")]
     pub response_timeout_ms: u64,
+    /// Acknowledge a batch only once this many replicas of every primary
+    /// it wrote to have its writes (Redis `WAIT`), so that a failover to a
+    /// replica cannot lose acknowledged updates. 0 = do not wait.
+    #[serde(default)]
+    pub wait_replicas: u32,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -251,6 +256,7 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
     ("redis", "url", EnvKind::StrOrList),
     ("redis", "key_prefix", EnvKind::Str),
     ("redis", "response_timeout_ms", EnvKind::Int),
+    ("redis", "wait_replicas", EnvKind::Int),
     ("batch", "max_events", EnvKind::Int),
     ("batch", "max_delay_ms", EnvKind::Int),
     ("http", "listen", EnvKind::Str),

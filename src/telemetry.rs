@@ -156,7 +156,7 @@ pub fn register_series(boards: &[String], topics: &[String]) {
     for reason in DLQ_REASONS {
         metrics::counter!(DLQ, "reason" => *reason).absolute(0);
     }
-    for kind in ["io", "timeout", "noscript", "server"] {
+    for kind in ["io", "timeout", "noscript", "replication", "server"] {
         metrics::counter!(REDIS_ERRORS, "kind" => kind).absolute(0);
     }
     for kind in ["assign", "revoke"] {
@@ -194,7 +194,7 @@ pub fn record_event_lags(now_ms: i64, event_ts: &[i64]) {
 pub fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("RANKFLOW_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,rdkafka=warn,librdkafka=warn"));
+        .unwrap_or_else(|_| EnvFilter::new("info,rdkafka=warn,librdkafka=warn,redis=error"));
     // Colours only on a terminal: log files and collectors get plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

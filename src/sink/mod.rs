@@ -206,6 +206,9 @@ pub async fn apply_batch(
             );
         }
         if pending.is_empty() {
+            // Not acknowledged before the replicas have it (when asked):
+            // a failover then cannot take back what was acknowledged.
+            store.wait_replicated().await?;
             return Ok(report);
         }
         tracing::debug!(

@@ -33,6 +33,11 @@ pub enum StoreError {
     /// consumer has re-read from the positions Redis has.
     #[error("Redis lost its state (restart or failover); the script was loaded again")]
     LostState,
+    /// `WAIT` timed out: fewer replicas than `redis.wait_replicas` have the
+    /// batch's writes. The batch is retried (fenced, so nothing is counted
+    /// twice) and not acknowledged meanwhile.
+    #[error("only {got} of the {wanted} required replicas have the writes")]
+    NotReplicated { wanted: u32, got: i64 },
 }
 
 impl StoreError {
@@ -46,6 +51,7 @@ impl StoreError {
             StoreError::Protocol(_) => "protocol",
             StoreError::Config(_) => "config",
             StoreError::LostState => "noscript",
+            StoreError::NotReplicated { .. } => "replication",
         }
     }
 
@@ -58,7 +64,7 @@ impl StoreError {
                 server_kind(m),
                 "loading" | "busy" | "tryagain" | "masterdown" | "clusterdown" | "oom" | "noscript"
             ),
-            StoreError::LostState => true,
+            StoreError::LostState | StoreError::NotReplicated { .. } => true,
             StoreError::Protocol(_) | StoreError::Config(_) => false,
         }
     }
@@ -110,6 +116,9 @@ pub struct Store {
     epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Serializes reloads, so one NOSCRIPT seen by several tasks reloads once.
     reload: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// `redis.wait_replicas`, and how long one `WAIT` may block.
+    wait_replicas: u32,
+    wait_timeout_ms: u64,
 }
 
 impl std::fmt::Debug for Store {
@@ -146,6 +155,10 @@ impl Store {
             scripts: Default::default(),
             epoch: Default::default(),
             reload: Default::default(),
+            wait_replicas: config.wait_replicas,
+            // Well inside the response timeout, so the client does not give
+            // up on the connection while Redis is still waiting.
+            wait_timeout_ms: (config.response_timeout_ms / 2).max(1),
         };
         store.load_scripts(0).await?;
         Ok(store)
@@ -310,6 +323,30 @@ impl Store {
         );
         self.note_lost_state(epoch).await;
         Err(StoreError::LostState)
+    }
+
+    /// Returns once `redis.wait_replicas` replicas of every primary have
+    /// the writes sent so far (Redis `WAIT`; on a cluster it goes to every
+    /// primary and the smallest count decides). Called after a batch was
+    /// applied and before it is acknowledged.
+    pub async fn wait_replicated(&self) -> Result<(), StoreError> {
+        if self.wait_replicas == 0 {
+            return Ok(());
+        }
+        let got: i64 = self
+            .query(
+                redis::cmd("WAIT")
+                    .arg(self.wait_replicas)
+                    .arg(self.wait_timeout_ms),
+            )
+            .await?;
+        if got < i64::from(self.wait_replicas) {
+            return Err(StoreError::NotReplicated {
+                wanted: self.wait_replicas,
+                got,
+            });
+        }
+        Ok(())
     }
 
     /// One command, for reads and small writes.

@@ -459,14 +459,20 @@ impl Zsets for Redis {
     }
 }
 
-/// A local Redis Cluster of three primaries, each its own `redis-server`.
+/// A local Redis Cluster of three primaries (and optionally replicas), each
+/// its own `redis-server`.
 pub struct RedisCluster {
     pub nodes: Vec<Redis>,
 }
 
 impl RedisCluster {
     pub fn start() -> RedisCluster {
-        let nodes: Vec<Redis> = (0..3)
+        RedisCluster::start_with_replicas(0)
+    }
+
+    /// Three primaries with `replicas` replicas each.
+    pub fn start_with_replicas(replicas: usize) -> RedisCluster {
+        let nodes: Vec<Redis> = (0..3 * (1 + replicas))
             .map(|i| {
                 Redis::start_with(&[
                     "--save",
@@ -488,7 +494,7 @@ impl RedisCluster {
             create.arg(format!("127.0.0.1:{}", n.port));
         }
         let out = create
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .expect("redis-cli runs");
         assert!(
@@ -504,6 +510,13 @@ impl RedisCluster {
             .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
         {
             assert!(Instant::now() < deadline, "cluster did not become ok");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        while !cluster.nodes.iter().all(|n| {
+            let info = n.cli(&["INFO", "replication"]);
+            info.contains("role:master") || info.contains("master_link_status:up")
+        }) {
+            assert!(Instant::now() < deadline, "replicas did not sync");
             std::thread::sleep(Duration::from_millis(100));
         }
         cluster
@@ -526,7 +539,13 @@ impl RedisCluster {
 
     /// The node serving `slot`, as (node index, node id), from `CLUSTER NODES`.
     pub fn owner(&self, slot: u16) -> (usize, String) {
-        let nodes = self.nodes[0].cli(&["CLUSTER", "NODES"]);
+        // Asked of the first node that answers (one may have been killed).
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| n.cli(&["CLUSTER", "NODES"]))
+            .find(|out| out.contains("myself"))
+            .unwrap_or_default();
         for line in nodes.lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
             if fields.len() < 9 {
