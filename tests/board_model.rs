@@ -10,7 +10,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 
 use chrono::TimeZone;
 use common::direct::Direct;
@@ -25,24 +24,6 @@ const MEMBERS: [&str; 4] = ["a", "b", "c", "d"];
 const WINDOW_MS: i64 = 10 * 60_000;
 const BUCKET_MS: i64 = 60_000;
 const MAXT: i64 = (1 << 48) - 1;
-
-/// One shared Redis and runtime for all cases (each case has its own prefix).
-struct Env {
-    redis: Redis,
-    runtime: tokio::runtime::Runtime,
-}
-
-fn env() -> &'static Env {
-    static ENV: OnceLock<Env> = OnceLock::new();
-    ENV.get_or_init(|| Env {
-        redis: Redis::start(),
-        runtime: tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime"),
-    })
-}
 
 #[derive(Debug, Clone)]
 struct Ev {
@@ -200,11 +181,11 @@ timezone = "{zone}"
     )
 }
 
-async fn run_case(case: Case) -> Result<(), TestCaseError> {
+async fn run_case(redis_url: &str, case: Case) -> Result<(), TestCaseError> {
     // Event times are relative to the real now: Redis expires keys by its
     // own clock, so period keys must belong to recent periods.
     let base = (now_ms() / BUCKET_MS) * BUCKET_MS;
-    let mut d = Direct::new(&env().redis.url(), &unique("m"), &boards_toml(&case), base).await;
+    let mut d = Direct::new(redis_url, &unique("m"), &boards_toml(&case), base).await;
     let mut applied: Vec<Ev> = Vec::new();
     let mut window_kept: Vec<Ev> = Vec::new();
     for (i, (evs, advance)) in case.batches.iter().enumerate() {
@@ -309,11 +290,23 @@ fn now_ms() -> i64 {
     rankflow::clock::Clock::now_ms(&rankflow::clock::SystemClock)
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
-
-    #[test]
-    fn every_view_equals_the_reference(case in case()) {
-        env().runtime.block_on(run_case(case))?;
+/// One Redis and runtime for all cases (each case has its own key prefix),
+/// owned by the test so the server stops when it ends.
+#[test]
+fn every_view_equals_the_reference() {
+    let redis = Redis::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 96,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    let url = redis.url();
+    if let Err(e) = runner.run(&case(), |c| runtime.block_on(run_case(&url, c))) {
+        panic!("{e}");
     }
 }
