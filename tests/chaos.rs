@@ -12,25 +12,6 @@ use std::time::{Duration, Instant};
 use common::reference::*;
 use common::*;
 
-/// Sends `messages` in chunks with a pause between them, so faults can be
-/// injected while events are still arriving.
-fn feed(
-    broker: &Broker,
-    topic: &str,
-    messages: Vec<(i32, Vec<u8>)>,
-    chunk: usize,
-    pause: Duration,
-) -> tokio::task::JoinHandle<()> {
-    let producer = broker.producer();
-    let topic = topic.to_string();
-    tokio::spawn(async move {
-        for part in messages.chunks(chunk) {
-            send_all(&producer, &topic, part).await;
-            tokio::time::sleep(pause).await;
-        }
-    })
-}
-
 /// Waits until the consumers recorded at least `n` applied messages.
 async fn progress(redis: &Redis, setup: &Setup, n: i64, timeout: Duration) -> i64 {
     wait_for(timeout, &format!("{n} messages applied"), || async {

@@ -73,14 +73,13 @@ async fn a_slot_holding_a_board_is_resharded_while_events_flow() {
     setup.batch = (500, 20);
     broker.create_topic(&setup.topic, 4).await;
     let (messages, expect) = mixed_events(60_000, 33, 4, now_ms());
-    let producer = broker.producer();
-    let topic = setup.topic.clone();
-    let feeder = tokio::spawn(async move {
-        for part in messages.chunks(5_000) {
-            send_all(&producer, &topic, part).await;
-            tokio::time::sleep(Duration::from_millis(400)).await;
-        }
-    });
+    let feeder = feed(
+        &broker,
+        &setup.topic,
+        messages,
+        5_000,
+        Duration::from_millis(400),
+    );
     let _p = Process::start(&setup);
     let seen = wait_for(Duration::from_secs(90), "some events applied", || async {
         let n = cluster.positions_sum(&setup.prefix).await;
@@ -114,14 +113,13 @@ async fn a_primary_killed_fails_over_to_its_replica_and_every_board_stays_exact(
     setup.batch = (500, 20);
     broker.create_topic(&setup.topic, 4).await;
     let (messages, expect) = mixed_events(60_000, 34, 4, now_ms());
-    let producer = broker.producer();
-    let topic = setup.topic.clone();
-    let feeder = tokio::spawn(async move {
-        for part in messages.chunks(5_000) {
-            send_all(&producer, &topic, part).await;
-            tokio::time::sleep(Duration::from_millis(400)).await;
-        }
-    });
+    let feeder = feed(
+        &broker,
+        &setup.topic,
+        messages,
+        5_000,
+        Duration::from_millis(400),
+    );
     // A batch is acknowledged only once the replica has it, so the
     // failover cannot take back what the positions already claim.
     let app = Process::start_env(&setup, &[("RANKFLOW_REDIS_WAIT_REPLICAS", "1")]);

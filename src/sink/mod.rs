@@ -77,31 +77,23 @@ pub fn prepare(
 ) -> Vec<Call> {
     let all: Vec<u32> = (0..batch.instances.len() as u32).collect();
     let none = HashMap::new();
+    let build = |cache: &ExpiryCache| {
+        call::build(
+            boards,
+            &batch.instances,
+            &all,
+            &batch.parts,
+            &none,
+            store.grouping(),
+            cache,
+        )
+    };
     match expiries.lock() {
         Ok(mut cache) => {
             cache.sync_epoch(store.epoch());
-            call::build(
-                boards,
-                &batch.instances,
-                &all,
-                &batch.parts,
-                &none,
-                store.grouping(),
-                &cache,
-            )
+            build(&cache)
         }
-        Err(_) => {
-            let fresh = ExpiryCache::default();
-            call::build(
-                boards,
-                &batch.instances,
-                &all,
-                &batch.parts,
-                &none,
-                store.grouping(),
-                &fresh,
-            )
-        }
+        Err(_) => build(&ExpiryCache::default()),
     }
 }
 

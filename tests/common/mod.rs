@@ -240,6 +240,25 @@ pub async fn send_all(producer: &FutureProducer, topic: &str, messages: &[(i32, 
     }
 }
 
+/// Sends `messages` in chunks with a pause between them, so faults can be
+/// injected while events are still arriving.
+pub fn feed(
+    broker: &Broker,
+    topic: &str,
+    messages: Vec<(i32, Vec<u8>)>,
+    chunk: usize,
+    pause: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let producer = broker.producer();
+    let topic = topic.to_string();
+    tokio::spawn(async move {
+        for part in messages.chunks(chunk) {
+            send_all(&producer, &topic, part).await;
+            tokio::time::sleep(pause).await;
+        }
+    })
+}
+
 /// A local S3 emulator (`moto_server`) with one bucket, so tansu can keep
 /// its data across a restart.
 pub struct S3 {
