@@ -1,4 +1,4 @@
-//! Benchmark of the rule expression compiler (`rankflow::rules::expr`)
+//! Benchmark of the rule expression compiler (`rankflow::expr`)
 //! against the `cel` crate's interpreter, on the per-event hot path.
 //!
 //! Both sides compile once. Ours evaluates straight on the event's
@@ -17,7 +17,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rankflow::rules::expr::{Expect, Program};
+use rankflow::expr::{Expect, Program};
 use serde_json::{Map, Value as Json, json};
 
 const OURS_ITERS: u32 = 5_000_000;
@@ -91,8 +91,8 @@ enum Out {
 
 fn ours_once(p: &Program, ev: &Map<String, Json>) -> Result<Out, Box<dyn Error>> {
     Ok(match p.eval(ev)? {
-        rankflow::rules::expr::Value::Bool(b) => Out::Bool(b),
-        rankflow::rules::expr::Value::Str(s) => Out::Str(s.into_owned()),
+        rankflow::expr::Value::Bool(b) => Out::Bool(b),
+        rankflow::expr::Value::Str(s) => Out::Str(s.into_owned()),
         _ => Out::Num(p.eval_number(ev)?),
     })
 }

@@ -25,6 +25,7 @@ use crate::sink::store::Store;
 use crate::sink::trimmer;
 use crate::source::{self, Context, SourceError};
 use crate::telemetry;
+use crate::telemetry::events::{self, RedisCall};
 
 /// Why `run` could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
@@ -197,15 +198,21 @@ async fn connect_redis(
         match Store::connect(&config.redis).await {
             Ok(store) => {
                 health.redis_ok();
-                metrics::gauge!(telemetry::REDIS_UP).set(1.0);
+                events::RedisReachable.emit();
                 tracing::info!(attempt, "Connected to Redis and loaded the apply script.");
                 return Some(store);
             }
             Err(e) => {
                 health.redis_failed(&format!("cannot connect: {e}"));
-                metrics::counter!(telemetry::REDIS_ERRORS, "kind" => e.kind()).increment(1);
-                metrics::gauge!(telemetry::REDIS_UP).set(0.0);
-                tracing::warn!(attempt, error = %e, retry_in_ms = delay.as_millis() as u64, "Redis is not reachable yet; retrying.");
+                events::RedisFailed {
+                    call: RedisCall::Connect,
+                    kind: e.kind(),
+                    error: &e,
+                    attempt,
+                    events: 0,
+                    retry_in: delay,
+                }
+                .emit();
             }
         }
         tokio::select! {
@@ -292,12 +299,19 @@ async fn probe_redis(store: Store, health: Arc<Health>, mut shutdown: watch::Rec
         match store.query::<String>(&redis::cmd("PING")).await {
             Ok(_) => {
                 health.redis_ok();
-                metrics::gauge!(telemetry::REDIS_UP).set(1.0);
+                events::RedisReachable.emit();
             }
             Err(e) => {
                 health.redis_failed(&format!("PING failed: {e}"));
-                metrics::gauge!(telemetry::REDIS_UP).set(0.0);
-                metrics::counter!(telemetry::REDIS_ERRORS, "kind" => e.kind()).increment(1);
+                events::RedisFailed {
+                    call: RedisCall::Ping,
+                    kind: e.kind(),
+                    error: &e,
+                    attempt: 0,
+                    events: 0,
+                    retry_in: Duration::ZERO,
+                }
+                .emit();
             }
         }
     }

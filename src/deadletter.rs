@@ -6,6 +6,7 @@
 //! dead-letter topic that cannot be written stops the partition rather than
 //! losing a message silently.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::config::ClientConfig;
@@ -15,8 +16,20 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::config::KafkaConfig;
-use crate::sink::batch::DeadLetter;
-use crate::telemetry;
+use crate::telemetry::DlqReason;
+use crate::telemetry::events::DeadLettered;
+
+/// A message that could not be applied and must reach the dead-letter topic.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+    pub reason: DlqReason,
+    pub detail: String,
+}
 
 /// Longest `rankflow-detail` header, in bytes.
 const MAX_DETAIL_BYTES: usize = 1024;
@@ -108,7 +121,7 @@ impl DeadLetters {
             let headers = OwnedHeaders::new()
                 .insert(Header {
                     key: "rankflow-error",
-                    value: Some(d.reason),
+                    value: Some(d.reason.code()),
                 })
                 .insert(Header {
                     key: "rankflow-detail",
@@ -147,11 +160,12 @@ impl DeadLetters {
             }
         }
         let mut first_error = None;
+        let mut written = std::collections::BTreeMap::<DlqReason, u64>::new();
         for (i, f) in pending {
             match f.await {
                 Ok(Ok(_)) => {
                     delivered[i] = true;
-                    metrics::counter!(telemetry::DLQ, "reason" => letters[i].reason).increment(1);
+                    *written.entry(letters[i].reason).or_default() += 1;
                 }
                 Ok(Err((e, _))) => {
                     first_error.get_or_insert(e);
@@ -160,6 +174,9 @@ impl DeadLetters {
                     first_error.get_or_insert(KafkaError::Canceled);
                 }
             }
+        }
+        for (reason, count) in written {
+            DeadLettered { reason, count }.emit();
         }
         match first_error {
             None => Ok(()),

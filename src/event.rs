@@ -7,6 +7,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::telemetry::DlqReason;
+
 /// Bytes an id may have (SPEC §1: strings of 1–128 bytes). JSON Schema's
 /// `maxLength` counts characters, so the byte limit is checked here as well.
 pub const MAX_ID_BYTES: usize = 128;
@@ -135,15 +137,15 @@ pub enum DecodeError {
 }
 
 impl DecodeError {
-    /// Stable reason code (metrics label, `rankflow-error` header).
-    pub fn reason(&self) -> &'static str {
+    /// Why the message goes to the dead-letter topic.
+    pub fn reason(&self) -> DlqReason {
         match self {
-            DecodeError::TooLarge { .. } => "too_large",
-            DecodeError::Utf8(_) => "invalid_utf8",
-            DecodeError::Json(_) => "invalid_json",
-            DecodeError::NotObject => "not_object",
-            DecodeError::UnknownType(_) => "unknown_type",
-            DecodeError::Schema(_) => "schema",
+            DecodeError::TooLarge { .. } => DlqReason::TooLarge,
+            DecodeError::Utf8(_) => DlqReason::InvalidUtf8,
+            DecodeError::Json(_) => DlqReason::InvalidJson,
+            DecodeError::NotObject => DlqReason::NotObject,
+            DecodeError::UnknownType(_) => DlqReason::UnknownType,
+            DecodeError::Schema(_) => DlqReason::Schema,
         }
     }
 }
@@ -330,7 +332,7 @@ mod tests {
     }
 
     fn reason(payload: &[u8]) -> &'static str {
-        dec().decode(payload).unwrap_err().reason()
+        dec().decode(payload).unwrap_err().reason().code()
     }
 
     #[test]
@@ -402,7 +404,7 @@ mod tests {
         // 100 characters, 400 bytes: the schema accepts it, the byte rule not.
         g["sender_id"] = Value::String("😀".repeat(100));
         let err = dec().decode(g.to_string().as_bytes()).unwrap_err();
-        assert_eq!(err.reason(), "schema");
+        assert_eq!(err.reason(), DlqReason::Schema);
         assert!(err.to_string().contains("400 bytes"), "{err}");
         g["sender_id"] = Value::String(String::new());
         assert_eq!(reason(g.to_string().as_bytes()), "schema");
@@ -492,7 +494,7 @@ mod tests {
             #[test]
             fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
                 if let Err(e) = dec().decode(&bytes) {
-                    prop_assert!(REASONS.contains(&e.reason()));
+                    prop_assert!(REASONS.contains(&e.reason().code()));
                 }
             }
 
@@ -504,7 +506,7 @@ mod tests {
                         prop_assert!(e.ts >= 946_684_800_000);
                         prop_assert!(!e.event_id.is_empty() && e.event_id.len() <= MAX_ID_BYTES);
                     }
-                    Err(e) => prop_assert!(REASONS.contains(&e.reason())),
+                    Err(e) => prop_assert!(REASONS.contains(&e.reason().code())),
                 }
             }
         }

@@ -5,8 +5,10 @@
 //! - [`source`] — the Kafka consumer-group member: client properties,
 //!   rebalance and statistics callbacks.
 //! - [`event`] — decoding and validating a message against `schemas/`.
+//! - [`expr`] — the CEL-subset expression compiler the rules are written in
+//!   (a leaf: it knows JSON values, not boards or events).
 //! - [`rules`] — the board rules (`filter`, `member`, `score`, `scope`),
-//!   compiled once by [`rules::expr`] and evaluated per event.
+//!   compiled once by [`expr`] and evaluated per event.
 //! - [`board`] — what a board is: views (periods, windows) and their time
 //!   math, Redis key names, score encoding, resolving an event to its views.
 //! - [`sink`] — batches, their pre-aggregation, the Lua apply script and the
@@ -28,6 +30,7 @@ pub mod config;
 pub mod deadletter;
 pub mod engine;
 pub mod event;
+pub mod expr;
 pub mod health;
 pub mod produce;
 pub mod reader;

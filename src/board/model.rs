@@ -13,7 +13,7 @@ use super::score::{MAX_EXACT, MAX_TIE_TS, TieKey};
 use super::window::WindowSpec;
 use crate::config::{Aggregate, BoardConfig, Config, ConfigError, Order, TieBreak};
 use crate::event::EventType;
-use crate::rules::expr::{Expect, Program};
+use crate::expr::{Expect, Program};
 
 /// Retention used when a board does not set one for a period kind.
 pub const DEFAULT_RETENTION: [(PeriodKind, &str); 5] = [

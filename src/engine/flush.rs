@@ -20,7 +20,7 @@ use crate::sink::batch::Batch;
 use crate::sink::expiry::ExpiryCache;
 use crate::sink::store::Store;
 use crate::sink::{FlushReport, apply_batch, positions, prepare};
-use crate::telemetry;
+use crate::telemetry::events::{self, RedisCall};
 
 /// First and largest pause between attempts to apply a batch.
 const BACKOFF_START: Duration = Duration::from_millis(100);
@@ -96,7 +96,7 @@ impl Flusher {
             {
                 Ok(report) => {
                     self.health.redis_ok();
-                    metrics::gauge!(telemetry::REDIS_UP).set(1.0);
+                    events::RedisReachable.emit();
                     let took = started.elapsed();
                     let _ = done.send(true);
                     // Best effort: a position that is not recorded only
@@ -114,32 +114,36 @@ impl Flusher {
                     }
                     return Flushed::Applied(Box::new(batch), report, took);
                 }
-                Err(Failure::Redis(crate::sink::store::StoreError::LostState)) => {
-                    metrics::counter!(telemetry::REDIS_ERRORS, "kind" => "noscript").increment(1);
+                Err(Failure::Redis(e @ crate::sink::store::StoreError::LostState)) => {
+                    events::RedisFailed {
+                        call: RedisCall::LostState,
+                        kind: e.kind(),
+                        error: &e,
+                        attempt: 0,
+                        events: batch.messages,
+                        retry_in: Duration::ZERO,
+                    }
+                    .emit();
                     return Flushed::LostState(Box::new(batch));
                 }
                 Err(Failure::Redis(e)) => {
-                    metrics::counter!(telemetry::REDIS_ERRORS, "kind" => e.kind()).increment(1);
-                    metrics::gauge!(telemetry::REDIS_UP).set(0.0);
                     self.health.redis_failed(&e.to_string());
-                    tracing::warn!(
-                        error = %e,
-                        kind = e.kind(),
-                        retriable = e.is_retriable(),
-                        events = batch.messages,
-                        retry_in_ms = backoff.as_millis() as u64,
-                        "Could not apply a batch to Redis; retrying it (fetching stops once the backlog is full)."
-                    );
+                    events::RedisFailed {
+                        call: RedisCall::Batch,
+                        kind: e.kind(),
+                        error: &e,
+                        attempt: 0,
+                        events: batch.messages,
+                        retry_in: backoff,
+                    }
+                    .emit();
                 }
-                Err(Failure::DeadLetters(e)) => {
-                    metrics::counter!(telemetry::DLQ_ERRORS).increment(1);
-                    tracing::warn!(
-                        error = %e,
-                        letters = delivered.iter().filter(|d| !**d).count(),
-                        retry_in_ms = backoff.as_millis() as u64,
-                        "Could not write dead letters; the batch is not acknowledged until they are written."
-                    );
+                Err(Failure::DeadLetters(e)) => events::DeadLetterWriteFailed {
+                    error: &e,
+                    letters: delivered.iter().filter(|d| !**d).count(),
+                    retry_in: backoff,
                 }
+                .emit(),
             }
             if *shutdown.borrow() {
                 return Flushed::Abandoned;

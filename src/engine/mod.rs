@@ -36,7 +36,7 @@ use crate::sink::FlushReport;
 use crate::sink::batch::{Batch, Outcome};
 use crate::sink::positions;
 use crate::source::{KafkaConsumer, RebalanceEvent, TopicPartition, offsets_list};
-use crate::telemetry;
+use crate::telemetry::{DlqReason, events};
 
 mod flush;
 
@@ -70,7 +70,7 @@ pub fn backlog_limit(max_events: usize) -> usize {
     (max_events * BACKLOG_BATCHES).max(MIN_BACKLOG_MESSAGES)
 }
 
-/// What the loop needs, built by [`crate::app`].
+/// What the loop needs, built by the application wiring (`app`).
 pub struct Engine {
     pub boards: Arc<BoardSet>,
     pub decoder: Arc<Decoder>,
@@ -335,7 +335,14 @@ impl Engine {
                 event.ts - now,
                 self.boards.future_skew_ms
             );
-            self.reject(batch, &topic, msg, Some(event.kind), "future_ts", detail);
+            self.reject(
+                batch,
+                &topic,
+                msg,
+                Some(event.kind),
+                DlqReason::FutureTs,
+                detail,
+            );
             return;
         }
         let mut updates = Vec::new();
@@ -368,12 +375,12 @@ impl Engine {
         topic: &Arc<str>,
         msg: &BorrowedMessage<'_>,
         kind: Option<crate::event::EventType>,
-        reason: &'static str,
+        reason: DlqReason,
         detail: String,
     ) {
         batch.count(topic, kind, Outcome::Invalid);
-        tracing::debug!(topic = %topic, partition = msg.partition(), offset = msg.offset(), reason, detail = %detail, "Invalid event skipped.");
-        batch.dead_letters.push(crate::sink::batch::DeadLetter {
+        tracing::debug!(topic = %topic, partition = msg.partition(), offset = msg.offset(), reason = %reason, detail = %detail, "Invalid event skipped.");
+        batch.dead_letters.push(crate::deadletter::DeadLetter {
             topic: topic.clone(),
             partition: msg.partition(),
             offset: msg.offset(),
@@ -647,7 +654,7 @@ async fn wait_flush(
     }
 }
 
-/// All of a batch's metrics, once per batch.
+/// All of a batch's metrics and log lines, once per batch.
 fn emit_batch_metrics(
     boards: &BoardSet,
     batch: &Batch,
@@ -656,48 +663,44 @@ fn emit_batch_metrics(
     now: i64,
 ) {
     for ((topic, kind, outcome), n) in &batch.outcomes {
-        metrics::counter!(
-            telemetry::EVENTS,
-            "topic" => topic.to_string(),
-            "type" => kind.map_or("unknown", |k| k.name()),
-            "outcome" => outcome.label()
-        )
-        .increment(*n);
+        events::EventsCounted {
+            topic,
+            kind: kind.map_or("unknown", |k| k.name()),
+            outcome: *outcome,
+            count: *n,
+        }
+        .emit();
     }
     for (i, c) in report.boards.iter().enumerate() {
-        let name = &boards.boards[i].name;
-        if c.applied > 0 {
-            metrics::counter!(telemetry::BOARD_UPDATES, "board" => name.clone())
-                .increment(c.applied);
+        events::BoardWritten {
+            board: &boards.boards[i].name,
+            updates: c.applied,
+            evicted: c.evicted,
+            overflow: c.overflow,
         }
-        if c.evicted > 0 {
-            metrics::counter!(telemetry::WINDOW_EVICTIONS, "board" => name.clone())
-                .increment(c.evicted);
+        .emit();
+    }
+    events::DuplicatesSkipped {
+        ranges: report.conflicts,
+    }
+    .emit();
+    if let Some(first) = batch.dead_letters.first() {
+        events::InvalidSkipped {
+            count: batch.dead_letters.len(),
+            first_reason: first.reason,
+            first_detail: &first.detail,
+            first_source: format!("{}/{}/{}", first.topic, first.partition, first.offset),
         }
-        if c.overflow > 0 {
-            metrics::counter!(telemetry::SCORE_OVERFLOW, "board" => name.clone())
-                .increment(c.overflow);
-            tracing::error!(board = %name, updates = c.overflow, "Updates refused: the total would leave the exact range ±2^53.");
-        }
+        .emit();
     }
-    if report.conflicts > 0 {
-        metrics::counter!(telemetry::DUPLICATES).increment(report.conflicts);
-        tracing::info!(
-            ranges = report.conflicts,
-            "Skipped partition ranges that were already applied (redelivery after a restart or rebalance)."
-        );
+    events::BatchFlushed {
+        messages: batch.messages,
+        took,
     }
-    let invalid: Vec<_> = batch.dead_letters.iter().take(1).collect();
-    if let Some(first) = invalid.first() {
-        tracing::warn!(
-            count = batch.dead_letters.len(),
-            first_reason = first.reason,
-            first_detail = %first.detail,
-            first_source = %format!("{}/{}/{}", first.topic, first.partition, first.offset),
-            "Invalid events were skipped."
-        );
+    .emit();
+    events::EventLags {
+        now_ms: now,
+        event_ts: &batch.applied_ts,
     }
-    metrics::histogram!(telemetry::BATCH_EVENTS).record(batch.messages as f64);
-    metrics::histogram!(telemetry::BATCH_FLUSH_SECONDS).record(took.as_secs_f64());
-    telemetry::record_event_lags(now, &batch.applied_ts);
+    .emit();
 }

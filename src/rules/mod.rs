@@ -1,20 +1,19 @@
 //! Board rules applied to one event: which boards it matches (`event` and
 //! `filter`), who is ranked (`member`), by how much (`score`) and in which
 //! board instance (`scope`). The expressions were compiled once at start-up
-//! ([`expr`]); here they are only evaluated.
+//! ([`crate::expr`]); here they are only evaluated.
 //!
 //! An event is all-or-nothing: if any matching board's expression fails, the
 //! event changes no board and goes to the dead-letter topic, so that fixing
 //! and replaying it cannot double-count the boards that did succeed.
-
-pub mod expr;
 
 use std::borrow::Cow;
 
 use crate::board::BoardSet;
 use crate::board::score::is_exact;
 use crate::event::Event;
-use expr::EvalError;
+use crate::expr::EvalError;
+use crate::telemetry::DlqReason;
 
 /// Longest member or scope value, in bytes. Ids are at most 128 bytes; this
 /// leaves room for composed members while keeping keys and entries small.
@@ -48,8 +47,8 @@ pub enum RuleError {
 }
 
 impl RuleError {
-    pub fn reason(&self) -> &'static str {
-        "expression"
+    pub fn reason(&self) -> DlqReason {
+        DlqReason::Expression
     }
 }
 
@@ -209,7 +208,7 @@ mod tests {
         let e = gift("flower", serde_json::json!({"divide": true}));
         let mut out = Vec::new();
         let err = evaluate(&set, &e, &mut out).unwrap_err();
-        assert_eq!(err.reason(), "expression");
+        assert_eq!(err.reason(), DlqReason::Expression);
         assert!(err.to_string().contains("board `ratio`"), "{err}");
         assert!(out.is_empty(), "no partial updates survive");
     }

@@ -15,30 +15,12 @@ use std::time::Instant;
 use crate::board::BoardSet;
 use crate::board::keys;
 use crate::board::resolve::Resolver;
+use crate::deadletter::DeadLetter;
 use crate::event::EventType;
 use crate::rules::Update;
+pub use crate::telemetry::Outcome;
 
 use super::aggregate::Agg;
-
-/// What happened to one message (SPEC §6 `outcome`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    Applied,
-    Filtered,
-    Invalid,
-    Late,
-}
-
-impl Outcome {
-    pub fn label(self) -> &'static str {
-        match self {
-            Outcome::Applied => "applied",
-            Outcome::Filtered => "filtered",
-            Outcome::Invalid => "invalid",
-            Outcome::Late => "late",
-        }
-    }
-}
 
 /// A partition's share of the batch.
 #[derive(Debug, Clone)]
@@ -87,18 +69,6 @@ pub struct Instance {
     /// period boundary), so found by a scan.
     pub views: Vec<ConcreteView>,
     pub updates: Vec<Raw>,
-}
-
-/// A message that could not be applied and must reach the dead-letter topic.
-#[derive(Debug, Clone)]
-pub struct DeadLetter {
-    pub topic: Arc<str>,
-    pub partition: i32,
-    pub offset: i64,
-    pub key: Option<Vec<u8>>,
-    pub payload: Vec<u8>,
-    pub reason: &'static str,
-    pub detail: String,
 }
 
 /// Hash maps keyed by strings on the hot path: foldhash is several times

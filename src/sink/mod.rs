@@ -288,10 +288,11 @@ pub async fn trim_instances(
         pending = again;
     }
     for (board, n) in evicted.iter().enumerate() {
-        if *n > 0 {
-            metrics::counter!(crate::telemetry::WINDOW_EVICTIONS, "board" => boards.boards[board].name.clone())
-                .increment(*n);
+        crate::telemetry::events::WindowEvicted {
+            board: &boards.boards[board].name,
+            entries: *n,
         }
+        .emit();
     }
     Ok(evicted)
 }

@@ -11,6 +11,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{RedisError, Value};
 
 use crate::config::{RedisConfig, RedisUrl};
+use crate::telemetry::RedisErrorKind;
 
 use super::call::APPLY_LUA;
 
@@ -41,17 +42,22 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Bounded label for `rankflow_redis_errors_total{kind}`.
-    pub fn kind(&self) -> &'static str {
+    /// The failure's kind (label of `rankflow_redis_errors_total`).
+    pub fn kind(&self) -> RedisErrorKind {
         match self {
-            StoreError::Redis(e) if e.is_timeout() => "timeout",
-            StoreError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => "io",
-            StoreError::Redis(_) => "redis",
-            StoreError::Server(m) => server_kind(m),
-            StoreError::Protocol(_) => "protocol",
-            StoreError::Config(_) => "config",
-            StoreError::LostState => "noscript",
-            StoreError::NotReplicated { .. } => "replication",
+            StoreError::Redis(e) if e.is_timeout() => RedisErrorKind::Timeout,
+            StoreError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
+                RedisErrorKind::Io
+            }
+            StoreError::Redis(e) => match e.code() {
+                Some(code) => RedisErrorKind::of_reply(code),
+                None => RedisErrorKind::Client,
+            },
+            StoreError::Server(m) => RedisErrorKind::of_reply(m),
+            StoreError::Protocol(_) => RedisErrorKind::Protocol,
+            StoreError::Config(_) => RedisErrorKind::Client,
+            StoreError::LostState => RedisErrorKind::Noscript,
+            StoreError::NotReplicated { .. } => RedisErrorKind::Replication,
         }
     }
 
@@ -59,29 +65,11 @@ impl StoreError {
     /// way (losing an event is not an option); this decides how loudly.
     pub fn is_retriable(&self) -> bool {
         match self {
-            StoreError::Redis(_) => true,
-            StoreError::Server(m) => matches!(
-                server_kind(m),
-                "loading" | "busy" | "tryagain" | "masterdown" | "clusterdown" | "oom" | "noscript"
-            ),
-            StoreError::LostState | StoreError::NotReplicated { .. } => true,
-            StoreError::Protocol(_) | StoreError::Config(_) => false,
+            // A dropped connection or an unexpected client-side failure may
+            // pass; an error reply is judged by its code.
+            StoreError::Redis(e) if e.code().is_none() => true,
+            _ => self.kind().is_retriable(),
         }
-    }
-}
-
-fn server_kind(message: &str) -> &'static str {
-    let code = message.split_whitespace().next().unwrap_or("");
-    match code {
-        "LOADING" => "loading",
-        "BUSY" => "busy",
-        "TRYAGAIN" => "tryagain",
-        "MASTERDOWN" => "masterdown",
-        "CLUSTERDOWN" => "clusterdown",
-        "OOM" => "oom",
-        "NOSCRIPT" => "noscript",
-        "WRONGTYPE" => "wrongtype",
-        _ => "server",
     }
 }
 

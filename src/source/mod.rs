@@ -20,7 +20,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::KafkaConfig;
 use crate::health::Health;
-use crate::telemetry;
+use crate::telemetry::events::{PartitionLag, Rebalanced};
 
 pub mod outage;
 pub mod probe;
@@ -124,8 +124,12 @@ impl ClientContext for Context {
                 if p.hi_offset < 0 {
                     continue;
                 }
-                metrics::gauge!(telemetry::CONSUMER_LAG, "topic" => topic.clone(), "partition" => id.to_string())
-                    .set((p.hi_offset - position).max(0) as f64);
+                PartitionLag {
+                    topic,
+                    partition: *id,
+                    lag: p.hi_offset - position,
+                }
+                .emit();
             }
         }
     }
@@ -180,8 +184,11 @@ impl ConsumerContext for Context {
                 }
                 self.health.set_assigned(a.len());
             }
-            metrics::counter!(telemetry::REBALANCES, "kind" => "revoke").increment(1);
-            tracing::info!(partitions = ?revoked, "Partitions revoked.");
+            Rebalanced {
+                assigned: false,
+                partitions: &revoked,
+            }
+            .emit();
             let _ = self.events.send(RebalanceEvent::Revoked(revoked));
         }
     }
@@ -202,8 +209,11 @@ impl ConsumerContext for Context {
                     self.health.set_assigned(a.len());
                 }
                 self.health.kafka_ok();
-                metrics::counter!(telemetry::REBALANCES, "kind" => "assign").increment(1);
-                tracing::info!(partitions = ?assigned, "Partitions assigned.");
+                Rebalanced {
+                    assigned: true,
+                    partitions: &assigned,
+                }
+                .emit();
                 let _ = self.events.send(RebalanceEvent::Assigned(assigned));
             }
             Rebalance::Error(e) => {

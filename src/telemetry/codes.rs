@@ -1,0 +1,256 @@
+//! The bounded vocabularies of rankflow's telemetry: what happened to an
+//! event ([`Outcome`]), why a message went to the dead-letter topic
+//! ([`DlqReason`]) and what kind of Redis failure occurred
+//! ([`RedisErrorKind`]). Each enum holds the one list of its codes: the
+//! decoder, the dead-letter headers, the metric labels, the series created
+//! at start-up and the docs all take them from here (a test checks the
+//! README against these lists).
+
+/// What happened to one message (SPEC §6, label `outcome` of
+/// `rankflow_events_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    /// Changed at least one board.
+    Applied,
+    /// Matched no board (event type or filter).
+    Filtered,
+    /// Could not be decoded or evaluated: went to the dead-letter topic.
+    Invalid,
+    /// Every view it would change is past its retention or out of its window.
+    Late,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Applied,
+        Outcome::Filtered,
+        Outcome::Invalid,
+        Outcome::Late,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Filtered => "filtered",
+            Outcome::Invalid => "invalid",
+            Outcome::Late => "late",
+        }
+    }
+}
+
+/// Why a message is sent to the dead-letter topic: the `rankflow-error`
+/// header and the `reason` label of `rankflow_dlq_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DlqReason {
+    TooLarge,
+    InvalidUtf8,
+    InvalidJson,
+    NotObject,
+    UnknownType,
+    Schema,
+    FutureTs,
+    Expression,
+}
+
+impl DlqReason {
+    pub const ALL: [DlqReason; 8] = [
+        DlqReason::TooLarge,
+        DlqReason::InvalidUtf8,
+        DlqReason::InvalidJson,
+        DlqReason::NotObject,
+        DlqReason::UnknownType,
+        DlqReason::Schema,
+        DlqReason::FutureTs,
+        DlqReason::Expression,
+    ];
+
+    /// The stable code (header value, metric label).
+    pub fn code(self) -> &'static str {
+        match self {
+            DlqReason::TooLarge => "too_large",
+            DlqReason::InvalidUtf8 => "invalid_utf8",
+            DlqReason::InvalidJson => "invalid_json",
+            DlqReason::NotObject => "not_object",
+            DlqReason::UnknownType => "unknown_type",
+            DlqReason::Schema => "schema",
+            DlqReason::FutureTs => "future_ts",
+            DlqReason::Expression => "expression",
+        }
+    }
+
+    /// What the code means, for the docs.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            DlqReason::TooLarge => "larger than `kafka.max_event_bytes`",
+            DlqReason::InvalidUtf8 => "not UTF-8",
+            DlqReason::InvalidJson => "not JSON (or nested too deeply)",
+            DlqReason::NotObject => "JSON, but not an object",
+            DlqReason::UnknownType => "`type` missing or not gift/score/play",
+            DlqReason::Schema => "fails its JSON Schema",
+            DlqReason::FutureTs => "`ts` more than `max_future_skew` ahead of the clock",
+            DlqReason::Expression => "a matching board's rule failed on it",
+        }
+    }
+
+    pub fn from_code(code: &str) -> Option<DlqReason> {
+        DlqReason::ALL.into_iter().find(|r| r.code() == code)
+    }
+}
+
+impl std::fmt::Display for DlqReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// A Redis failure's kind: the `kind` label of `rankflow_redis_errors_total`
+/// and whether waiting can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RedisErrorKind {
+    /// Connection refused, reset or dropped.
+    Io,
+    /// No answer within `redis.response_timeout_ms`.
+    Timeout,
+    /// Redis no longer had rankflow's scripts: it restarted or failed over.
+    Noscript,
+    /// `WAIT` saw fewer replicas than `redis.wait_replicas`.
+    Replication,
+    Loading,
+    Busy,
+    Tryagain,
+    Masterdown,
+    Clusterdown,
+    Oom,
+    /// Authentication or permission refused (`NOAUTH`, `WRONGPASS`, `NOPERM`).
+    Auth,
+    Wrongtype,
+    /// Another error reply from the server.
+    Server,
+    /// A reply rankflow did not expect.
+    Protocol,
+    /// Another client-side failure.
+    Client,
+}
+
+impl RedisErrorKind {
+    pub const ALL: [RedisErrorKind; 15] = [
+        RedisErrorKind::Io,
+        RedisErrorKind::Timeout,
+        RedisErrorKind::Noscript,
+        RedisErrorKind::Replication,
+        RedisErrorKind::Loading,
+        RedisErrorKind::Busy,
+        RedisErrorKind::Tryagain,
+        RedisErrorKind::Masterdown,
+        RedisErrorKind::Clusterdown,
+        RedisErrorKind::Oom,
+        RedisErrorKind::Auth,
+        RedisErrorKind::Wrongtype,
+        RedisErrorKind::Server,
+        RedisErrorKind::Protocol,
+        RedisErrorKind::Client,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            RedisErrorKind::Io => "io",
+            RedisErrorKind::Timeout => "timeout",
+            RedisErrorKind::Noscript => "noscript",
+            RedisErrorKind::Replication => "replication",
+            RedisErrorKind::Loading => "loading",
+            RedisErrorKind::Busy => "busy",
+            RedisErrorKind::Tryagain => "tryagain",
+            RedisErrorKind::Masterdown => "masterdown",
+            RedisErrorKind::Clusterdown => "clusterdown",
+            RedisErrorKind::Oom => "oom",
+            RedisErrorKind::Auth => "auth",
+            RedisErrorKind::Wrongtype => "wrongtype",
+            RedisErrorKind::Server => "server",
+            RedisErrorKind::Protocol => "protocol",
+            RedisErrorKind::Client => "client",
+        }
+    }
+
+    /// The kind of an error reply, from its first word.
+    pub fn of_reply(message: &str) -> RedisErrorKind {
+        match message.split_whitespace().next().unwrap_or("") {
+            "LOADING" => RedisErrorKind::Loading,
+            "BUSY" => RedisErrorKind::Busy,
+            "TRYAGAIN" => RedisErrorKind::Tryagain,
+            "MASTERDOWN" => RedisErrorKind::Masterdown,
+            "CLUSTERDOWN" => RedisErrorKind::Clusterdown,
+            "OOM" => RedisErrorKind::Oom,
+            "NOSCRIPT" => RedisErrorKind::Noscript,
+            "NOAUTH" | "WRONGPASS" | "NOPERM" => RedisErrorKind::Auth,
+            "WRONGTYPE" => RedisErrorKind::Wrongtype,
+            _ => RedisErrorKind::Server,
+        }
+    }
+
+    /// Whether trying again later can succeed without anyone changing
+    /// Redis or rankflow's configuration. Writes are retried either way
+    /// (losing an event is not an option); this decides how loudly.
+    pub fn is_retriable(self) -> bool {
+        !matches!(
+            self,
+            RedisErrorKind::Auth
+                | RedisErrorKind::Wrongtype
+                | RedisErrorKind::Server
+                | RedisErrorKind::Protocol
+                | RedisErrorKind::Client
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_round_trip() {
+        let mut seen = std::collections::HashSet::new();
+        for r in DlqReason::ALL {
+            assert!(seen.insert(r.code()), "{r:?}");
+            assert_eq!(DlqReason::from_code(r.code()), Some(r));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for k in RedisErrorKind::ALL {
+            assert!(seen.insert(k.label()), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn reply_kinds_follow_the_first_word() {
+        assert_eq!(
+            RedisErrorKind::of_reply("BUSY Redis is busy running a script"),
+            RedisErrorKind::Busy
+        );
+        assert_eq!(
+            RedisErrorKind::of_reply("NOPERM this user has no permissions"),
+            RedisErrorKind::Auth
+        );
+        assert_eq!(RedisErrorKind::of_reply("ERR nope"), RedisErrorKind::Server);
+        assert!(!RedisErrorKind::Auth.is_retriable());
+        assert!(RedisErrorKind::Loading.is_retriable());
+    }
+
+    /// The README's tables list every code.
+    #[test]
+    fn the_readme_lists_every_code() {
+        let readme = include_str!("../../README.md");
+        for r in DlqReason::ALL {
+            assert!(
+                readme.contains(&format!("| `{}` |", r.code())),
+                "README does not document dead-letter reason `{}`",
+                r.code()
+            );
+        }
+        for k in RedisErrorKind::ALL {
+            assert!(
+                readme.contains(&format!("| `{}` |", k.label())),
+                "README does not document Redis error kind `{}`",
+                k.label()
+            );
+        }
+    }
+}

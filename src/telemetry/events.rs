@@ -1,0 +1,298 @@
+//! Internal events, in the spirit of vector's `internal_events`: one type per
+//! thing rankflow reports, whose `emit` writes its log line and its metrics
+//! together, so a number on the dashboard and a sentence in the log cannot
+//! disagree and no other module names a metric. Emitted per batch (or per
+//! retry, rebalance, statistics tick), never per event; every label value
+//! comes from a bounded set.
+//!
+//! This module is a leaf: it takes plain values (names, counts, durations),
+//! not rankflow's domain types.
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use super::codes::{DlqReason, Outcome, RedisErrorKind};
+use super::names::*;
+
+/// Events of one topic and type that ended with one outcome in a batch.
+pub struct EventsCounted<'a> {
+    pub topic: &'a str,
+    /// Event type name, or `unknown` when the message had none.
+    pub kind: &'static str,
+    pub outcome: Outcome,
+    pub count: u64,
+}
+
+impl EventsCounted<'_> {
+    pub fn emit(self) {
+        if self.count == 0 {
+            return;
+        }
+        metrics::counter!(
+            EVENTS,
+            "topic" => self.topic.to_string(),
+            "type" => self.kind,
+            "outcome" => self.outcome.label()
+        )
+        .increment(self.count);
+    }
+}
+
+/// What one acknowledged batch wrote to one board.
+pub struct BoardWritten<'a> {
+    pub board: &'a str,
+    /// Aggregated member updates written.
+    pub updates: u64,
+    /// Window bucket entries evicted by the batch's calls.
+    pub evicted: u64,
+    /// Updates refused because the total would leave ±2^53.
+    pub overflow: u64,
+}
+
+impl BoardWritten<'_> {
+    pub fn emit(self) {
+        if self.updates > 0 {
+            metrics::counter!(BOARD_UPDATES, "board" => self.board.to_string())
+                .increment(self.updates);
+        }
+        WindowEvicted {
+            board: self.board,
+            entries: self.evicted,
+        }
+        .emit();
+        if self.overflow > 0 {
+            metrics::counter!(SCORE_OVERFLOW, "board" => self.board.to_string())
+                .increment(self.overflow);
+            tracing::error!(board = %self.board, updates = self.overflow, "Updates refused: the total would leave the exact range ±2^53.");
+        }
+    }
+}
+
+/// Window bucket entries evicted (by a batch's calls or the trimmer).
+pub struct WindowEvicted<'a> {
+    pub board: &'a str,
+    pub entries: u64,
+}
+
+impl WindowEvicted<'_> {
+    pub fn emit(self) {
+        if self.entries > 0 {
+            metrics::counter!(WINDOW_EVICTIONS, "board" => self.board.to_string())
+                .increment(self.entries);
+        }
+    }
+}
+
+/// An acknowledged batch: its size and how long Redis took.
+pub struct BatchFlushed {
+    pub messages: usize,
+    pub took: Duration,
+}
+
+impl BatchFlushed {
+    pub fn emit(self) {
+        metrics::histogram!(BATCH_EVENTS).record(self.messages as f64);
+        metrics::histogram!(BATCH_FLUSH_SECONDS).record(self.took.as_secs_f64());
+    }
+}
+
+/// Partition ranges the offset fences skipped (already applied).
+pub struct DuplicatesSkipped {
+    pub ranges: u64,
+}
+
+impl DuplicatesSkipped {
+    pub fn emit(self) {
+        if self.ranges == 0 {
+            return;
+        }
+        metrics::counter!(DUPLICATES).increment(self.ranges);
+        tracing::info!(
+            ranges = self.ranges,
+            "Skipped partition ranges that were already applied (redelivery after a restart or rebalance)."
+        );
+    }
+}
+
+/// Invalid messages a batch skipped (one line per batch, with the first).
+pub struct InvalidSkipped<'a> {
+    pub count: usize,
+    pub first_reason: DlqReason,
+    pub first_detail: &'a str,
+    /// `topic/partition/offset` of the first.
+    pub first_source: String,
+}
+
+impl InvalidSkipped<'_> {
+    pub fn emit(self) {
+        if self.count == 0 {
+            return;
+        }
+        tracing::warn!(
+            count = self.count,
+            first_reason = %self.first_reason,
+            first_detail = %self.first_detail,
+            first_source = %self.first_source,
+            "Invalid events were skipped."
+        );
+    }
+}
+
+/// Dead letters written to the dead-letter topic, per reason.
+pub struct DeadLettered {
+    pub reason: DlqReason,
+    pub count: u64,
+}
+
+impl DeadLettered {
+    pub fn emit(self) {
+        if self.count > 0 {
+            metrics::counter!(DLQ, "reason" => self.reason.code()).increment(self.count);
+        }
+    }
+}
+
+/// Dead letters could not be written; the batch waits and is retried.
+pub struct DeadLetterWriteFailed<'a> {
+    pub error: &'a dyn Display,
+    pub letters: usize,
+    pub retry_in: Duration,
+}
+
+impl DeadLetterWriteFailed<'_> {
+    pub fn emit(self) {
+        metrics::counter!(DLQ_ERRORS).increment(1);
+        tracing::warn!(
+            error = %self.error,
+            letters = self.letters,
+            retry_in_ms = self.retry_in.as_millis() as u64,
+            "Could not write dead letters; the batch is not acknowledged until they are written."
+        );
+    }
+}
+
+/// Redis answered (a batch, a connection, a health ping).
+pub struct RedisReachable;
+
+impl RedisReachable {
+    pub fn emit(self) {
+        metrics::gauge!(REDIS_UP).set(1.0);
+    }
+}
+
+/// Where a Redis failure happened, for the log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedisCall {
+    /// Applying a batch (retried with backoff).
+    Batch,
+    /// Connecting at start-up (retried).
+    Connect,
+    /// The periodic health ping.
+    Ping,
+    /// Redis lost its scripts: the consumer re-reads from its positions.
+    LostState,
+}
+
+/// A Redis call failed.
+pub struct RedisFailed<'a> {
+    pub call: RedisCall,
+    pub kind: RedisErrorKind,
+    pub error: &'a dyn Display,
+    /// Attempt number (connect) or events in the batch (batch); 0 if none.
+    pub attempt: u32,
+    pub events: usize,
+    pub retry_in: Duration,
+}
+
+impl RedisFailed<'_> {
+    pub fn emit(self) {
+        metrics::counter!(REDIS_ERRORS, "kind" => self.kind.label()).increment(1);
+        let retry_in_ms = self.retry_in.as_millis() as u64;
+        let kind = self.kind.label();
+        let retriable = self.kind.is_retriable();
+        match self.call {
+            RedisCall::LostState => return,
+            RedisCall::Batch => tracing::warn!(
+                error = %self.error,
+                kind,
+                retriable,
+                events = self.events,
+                retry_in_ms,
+                "Could not apply a batch to Redis; retrying it (fetching stops once the backlog is full)."
+            ),
+            RedisCall::Connect => tracing::warn!(
+                attempt = self.attempt,
+                error = %self.error,
+                kind,
+                retry_in_ms,
+                "Redis is not reachable yet; retrying."
+            ),
+            RedisCall::Ping => {
+                tracing::debug!(error = %self.error, kind, "Redis did not answer the health ping.")
+            }
+        }
+        metrics::gauge!(REDIS_UP).set(0.0);
+    }
+}
+
+/// Partitions assigned to or revoked from this consumer.
+pub struct Rebalanced<'a> {
+    pub assigned: bool,
+    pub partitions: &'a dyn std::fmt::Debug,
+}
+
+impl Rebalanced<'_> {
+    pub fn emit(self) {
+        let kind = if self.assigned { "assign" } else { "revoke" };
+        metrics::counter!(REBALANCES, "kind" => kind).increment(1);
+        if self.assigned {
+            tracing::info!(partitions = ?self.partitions, "Partitions assigned.");
+        } else {
+            tracing::info!(partitions = ?self.partitions, "Partitions revoked.");
+        }
+    }
+}
+
+/// One assigned partition's lag, from librdkafka's statistics.
+pub struct PartitionLag<'a> {
+    pub topic: &'a str,
+    pub partition: i32,
+    pub lag: i64,
+}
+
+impl PartitionLag<'_> {
+    pub fn emit(self) {
+        metrics::gauge!(CONSUMER_LAG, "topic" => self.topic.to_string(), "partition" => self.partition.to_string())
+            .set(self.lag.max(0) as f64);
+    }
+}
+
+/// Event lags of a batch's applied events, pre-bucketed so the recorder is
+/// called once per non-empty bucket rather than once per event.
+pub struct EventLags<'a> {
+    pub now_ms: i64,
+    pub event_ts: &'a [i64],
+}
+
+impl EventLags<'_> {
+    pub fn emit(self) {
+        if self.event_ts.is_empty() {
+            return;
+        }
+        let mut sums = [0.0f64; LAG_BUCKETS.len() + 1];
+        let mut counts = [0u64; LAG_BUCKETS.len() + 1];
+        for &ts in self.event_ts {
+            let lag = ((self.now_ms - ts) as f64 / 1000.0).max(0.0);
+            let i = LAG_BUCKETS.partition_point(|&b| b < lag);
+            sums[i] += lag;
+            counts[i] += 1;
+        }
+        let h = metrics::histogram!(EVENT_LAG_SECONDS);
+        for i in 0..counts.len() {
+            if counts[i] > 0 {
+                // The bucket's mean keeps `_sum` right and lands in the same bucket.
+                h.record_many(sums[i] / counts[i] as f64, counts[i] as usize);
+            }
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Metric names (SPEC §6, a contract with the dashboards) and histogram
+//! buckets. Only [`super::events`] and the recorder set-up use them.
+
+pub const EVENTS: &str = "rankflow_events_total";
+pub const BOARD_UPDATES: &str = "rankflow_board_updates_total";
+pub const BATCH_EVENTS: &str = "rankflow_batch_events";
+pub const BATCH_FLUSH_SECONDS: &str = "rankflow_batch_flush_seconds";
+pub const EVENT_LAG_SECONDS: &str = "rankflow_event_lag_seconds";
+pub const CONSUMER_LAG: &str = "rankflow_consumer_lag";
+pub const REDIS_ERRORS: &str = "rankflow_redis_errors_total";
+pub const DLQ: &str = "rankflow_dlq_total";
+pub const REBALANCES: &str = "rankflow_rebalances_total";
+pub const WINDOW_EVICTIONS: &str = "rankflow_window_evictions_total";
+/// Updates refused because the total would leave the exact range.
+pub const SCORE_OVERFLOW: &str = "rankflow_score_overflow_total";
+/// Partition groups skipped because their offsets were already applied.
+pub const DUPLICATES: &str = "rankflow_duplicate_batches_total";
+/// Failed attempts to write dead letters (the batch waits and is retried).
+pub const DLQ_ERRORS: &str = "rankflow_dlq_errors_total";
+/// 1 while the consumer can write to Redis, 0 during an outage.
+pub const REDIS_UP: &str = "rankflow_redis_up";
+
+pub const BATCH_EVENTS_BUCKETS: &[f64] = &[
+    1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 20000.0, 50000.0,
+];
+pub const FLUSH_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// Upper bounds of the event-lag histogram; also used to pre-bucket a
+/// batch's lags locally so the recorder sees one call per bucket.
+pub const LAG_BUCKETS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 86400.0,
+];
+
+/// What kind of series a metric is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric rankflow emits, with its help text for `/metrics`.
+pub struct Metric {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+}
+
+/// Every metric rankflow emits; `describe` covers exactly these (a test
+/// checks that no name above is missing).
+pub const METRICS: &[Metric] = &[
+    Metric {
+        name: EVENTS,
+        kind: Kind::Counter,
+        help: "Events taken from Kafka, by topic, type and outcome.",
+    },
+    Metric {
+        name: BOARD_UPDATES,
+        kind: Kind::Counter,
+        help: "Aggregated member updates written to a board.",
+    },
+    Metric {
+        name: BATCH_EVENTS,
+        kind: Kind::Histogram,
+        help: "Events per flushed batch.",
+    },
+    Metric {
+        name: BATCH_FLUSH_SECONDS,
+        kind: Kind::Histogram,
+        help: "Time to apply one batch to Redis.",
+    },
+    Metric {
+        name: EVENT_LAG_SECONDS,
+        kind: Kind::Histogram,
+        help: "Apply time minus event time.",
+    },
+    Metric {
+        name: CONSUMER_LAG,
+        kind: Kind::Gauge,
+        help: "High watermark minus the consumer position, per partition.",
+    },
+    Metric {
+        name: REDIS_ERRORS,
+        kind: Kind::Counter,
+        help: "Redis failures by kind.",
+    },
+    Metric {
+        name: DLQ,
+        kind: Kind::Counter,
+        help: "Messages sent to the dead-letter topic, by reason.",
+    },
+    Metric {
+        name: REBALANCES,
+        kind: Kind::Counter,
+        help: "Partition assignments and revocations.",
+    },
+    Metric {
+        name: WINDOW_EVICTIONS,
+        kind: Kind::Counter,
+        help: "Window bucket entries evicted as windows slide.",
+    },
+    Metric {
+        name: SCORE_OVERFLOW,
+        kind: Kind::Counter,
+        help: "Updates refused because the total would leave ±2^53.",
+    },
+    Metric {
+        name: DUPLICATES,
+        kind: Kind::Counter,
+        help: "Partition ranges skipped by the offset fence (already applied).",
+    },
+    Metric {
+        name: DLQ_ERRORS,
+        kind: Kind::Counter,
+        help: "Failed attempts to write dead letters (the batch waits and is retried).",
+    },
+    Metric {
+        name: REDIS_UP,
+        kind: Kind::Gauge,
+        help: "1 while Redis accepts batches, 0 during an outage.",
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `rankflow_*` name declared in this file is described.
+    #[test]
+    fn every_metric_is_described() {
+        let source = include_str!("names.rs");
+        let declared: Vec<&str> = source
+            .lines()
+            .filter(|l| l.starts_with("pub const ") && l.contains("\"rankflow_"))
+            .filter_map(|l| l.split('"').nth(1))
+            .collect();
+        assert!(declared.len() >= 14, "{declared:?}");
+        for name in declared {
+            assert!(
+                METRICS.iter().any(|m| m.name == name),
+                "{name} is declared but not in METRICS"
+            );
+        }
+    }
+}
