@@ -222,109 +222,125 @@ impl Compiler {
             },
             AstKind::Double(d) => leaf(Value::Double(*d)),
             AstKind::Str(s) => leaf(Value::Str(s.clone().into())),
-            AstKind::Ident(name) => {
-                self.note_field(name);
-                Ok(Compiled {
-                    node: Node::Field(Path {
-                        root: name.as_str().into(),
-                        segs: Box::new([]),
-                        text: name.as_str().into(),
-                    }),
-                    kinds: Kinds::ANY,
-                    pure: false,
-                })
-            }
-            AstKind::Select(base, name) => {
-                let base = self.compile(base)?;
-                if let Node::Field(path) = &base.node {
-                    let path = path.push(Seg::Key(name.as_str().into()));
-                    return Ok(Compiled {
-                        node: Node::Field(path),
-                        kinds: Kinds::ANY,
-                        pure: false,
-                    });
-                }
-                if !base.kinds.has(Kinds::OBJECT | Kinds::NULL) {
-                    return Err(err(
-                        pos,
-                        format!("cannot select field '{name}' from {}", base.kinds),
-                    ));
-                }
-                let node = Node::Select(Box::new(base.node), name.as_str().into());
-                self.finish(node, Kinds::ANY, base.pure, pos)
-            }
+            AstKind::Ident(name) => Ok(self.field(name)),
+            AstKind::Select(base, name) => self.select(base, name, pos),
             AstKind::Index(base, index) => self.index(base, index, pos),
             AstKind::Call(name, args) => self.call(name, args, pos),
-            AstKind::List(items) => {
-                let mut nodes = Vec::with_capacity(items.len());
-                let mut pure = true;
-                for item in items {
-                    let c = self.compile(item)?;
-                    pure &= c.pure;
-                    nodes.push(c.node);
-                }
-                let node = Node::List(nodes.into_boxed_slice());
-                self.finish(node, Kinds::LIST, pure, pos)
-            }
-            AstKind::Unary(op, operand) => {
-                let c = self.compile(operand)?;
-                let (node, kinds) = match op {
-                    UnOp::Not => {
-                        if !c.kinds.has(Kinds::BOOL) {
-                            return Err(err(pos, format!("cannot apply '!' to {}", c.kinds)));
-                        }
-                        (Node::Not(Box::new(c.node)), Kinds::BOOL)
-                    }
-                    UnOp::Neg => {
-                        if !c.kinds.has(Kinds::NUM) {
-                            return Err(err(pos, format!("cannot apply '-' to {}", c.kinds)));
-                        }
-                        (Node::Neg(Box::new(c.node)), c.kinds.meet(Kinds::NUM))
-                    }
-                };
-                self.finish(node, kinds, c.pure, pos)
-            }
+            AstKind::List(items) => self.list(items, pos),
+            AstKind::Unary(op, operand) => self.unary(*op, operand, pos),
             AstKind::Binary(op, l, r) => self.binary(*op, l, r, pos),
-            AstKind::And(items) | AstKind::Or(items) => {
-                let is_and = matches!(ast.kind, AstKind::And(_));
-                let mut nodes = Vec::with_capacity(items.len());
-                let mut pure = true;
-                for item in items {
-                    let c = self.guarded(item)?;
-                    if !c.kinds.has(Kinds::BOOL) {
-                        let op = if is_and { "&&" } else { "||" };
-                        return Err(err(
-                            pos,
-                            format!("operands of '{op}' must be bool, found {}", c.kinds),
-                        ));
-                    }
-                    pure &= c.pure;
-                    nodes.push(c.node);
-                }
-                let nodes = nodes.into_boxed_slice();
-                let node = if is_and {
-                    Node::And(nodes)
-                } else {
-                    Node::Or(nodes)
-                };
-                self.finish(node, Kinds::BOOL, pure, pos)
-            }
-            AstKind::Cond(c, a, b) => {
-                let c = self.compile(c)?;
-                if !c.kinds.has(Kinds::BOOL) {
-                    return Err(err(
-                        pos,
-                        format!("condition of '?:' must be bool, found {}", c.kinds),
-                    ));
-                }
-                let a = self.guarded(a)?;
-                let b = self.guarded(b)?;
-                let pure = c.pure && a.pure && b.pure;
-                let kinds = a.kinds.union(b.kinds);
-                let node = Node::Cond(Box::new((c.node, a.node, b.node)));
-                self.finish(node, kinds, pure, pos)
-            }
+            AstKind::And(items) => self.logic(true, items, pos),
+            AstKind::Or(items) => self.logic(false, items, pos),
+            AstKind::Cond(c, a, b) => self.cond(c, a, b, pos),
         }
+    }
+
+    /// A top-level field name.
+    fn field(&mut self, name: &str) -> Compiled {
+        self.note_field(name);
+        Compiled {
+            node: Node::Field(Path {
+                root: name.into(),
+                segs: Box::new([]),
+                text: name.into(),
+            }),
+            kinds: Kinds::ANY,
+            pure: false,
+        }
+    }
+
+    /// `base.name`: extends a field path, or selects from a computed object.
+    fn select(&mut self, base: &Ast, name: &str, pos: usize) -> Result<Compiled, CompileError> {
+        let base = self.compile(base)?;
+        if let Node::Field(path) = &base.node {
+            let path = path.push(Seg::Key(name.into()));
+            return Ok(Compiled {
+                node: Node::Field(path),
+                kinds: Kinds::ANY,
+                pure: false,
+            });
+        }
+        if !base.kinds.has(Kinds::OBJECT | Kinds::NULL) {
+            return Err(err(
+                pos,
+                format!("cannot select field '{name}' from {}", base.kinds),
+            ));
+        }
+        let node = Node::Select(Box::new(base.node), name.into());
+        self.finish(node, Kinds::ANY, base.pure, pos)
+    }
+
+    fn list(&mut self, items: &[Ast], pos: usize) -> Result<Compiled, CompileError> {
+        let mut nodes = Vec::with_capacity(items.len());
+        let mut pure = true;
+        for item in items {
+            let c = self.compile(item)?;
+            pure &= c.pure;
+            nodes.push(c.node);
+        }
+        let node = Node::List(nodes.into_boxed_slice());
+        self.finish(node, Kinds::LIST, pure, pos)
+    }
+
+    fn unary(&mut self, op: UnOp, operand: &Ast, pos: usize) -> Result<Compiled, CompileError> {
+        let c = self.compile(operand)?;
+        let (node, kinds) = match op {
+            UnOp::Not => {
+                if !c.kinds.has(Kinds::BOOL) {
+                    return Err(err(pos, format!("cannot apply '!' to {}", c.kinds)));
+                }
+                (Node::Not(Box::new(c.node)), Kinds::BOOL)
+            }
+            UnOp::Neg => {
+                if !c.kinds.has(Kinds::NUM) {
+                    return Err(err(pos, format!("cannot apply '-' to {}", c.kinds)));
+                }
+                (Node::Neg(Box::new(c.node)), c.kinds.meet(Kinds::NUM))
+            }
+        };
+        self.finish(node, kinds, c.pure, pos)
+    }
+
+    /// `a && b && ...` (`is_and`) or `a || b || ...`.
+    fn logic(&mut self, is_and: bool, items: &[Ast], pos: usize) -> Result<Compiled, CompileError> {
+        let mut nodes = Vec::with_capacity(items.len());
+        let mut pure = true;
+        for item in items {
+            let c = self.guarded(item)?;
+            if !c.kinds.has(Kinds::BOOL) {
+                let op = if is_and { "&&" } else { "||" };
+                return Err(err(
+                    pos,
+                    format!("operands of '{op}' must be bool, found {}", c.kinds),
+                ));
+            }
+            pure &= c.pure;
+            nodes.push(c.node);
+        }
+        let nodes = nodes.into_boxed_slice();
+        let node = if is_and {
+            Node::And(nodes)
+        } else {
+            Node::Or(nodes)
+        };
+        self.finish(node, Kinds::BOOL, pure, pos)
+    }
+
+    /// `c ? a : b`.
+    fn cond(&mut self, c: &Ast, a: &Ast, b: &Ast, pos: usize) -> Result<Compiled, CompileError> {
+        let c = self.compile(c)?;
+        if !c.kinds.has(Kinds::BOOL) {
+            return Err(err(
+                pos,
+                format!("condition of '?:' must be bool, found {}", c.kinds),
+            ));
+        }
+        let a = self.guarded(a)?;
+        let b = self.guarded(b)?;
+        let pure = c.pure && a.pure && b.pure;
+        let kinds = a.kinds.union(b.kinds);
+        let node = Node::Cond(Box::new((c.node, a.node, b.node)));
+        self.finish(node, kinds, pure, pos)
     }
 
     fn binary(
@@ -450,51 +466,7 @@ impl Compiler {
             kinds.push(c.kinds);
             nodes.push(c.node);
         }
-        // Arity is checked above: every function has a first argument.
-        let first = kinds.first().copied().unwrap_or(Kinds::NONE);
-        let bad =
-            |accepted: &str, k: Kinds| err(pos, format!("{name}() accepts {accepted}, found {k}"));
-        let result = match func {
-            Func::String => {
-                if !first.has(Kinds::NUM | Kinds::STR | Kinds::BOOL) {
-                    return Err(bad("a number, string or bool", first));
-                }
-                Kinds::STR
-            }
-            Func::Int => {
-                if !first.has(Kinds::NUM | Kinds::STR) {
-                    return Err(bad("a number or string", first));
-                }
-                Kinds::INT
-            }
-            Func::Double => {
-                if !first.has(Kinds::NUM | Kinds::STR) {
-                    return Err(bad("a number or string", first));
-                }
-                Kinds::DOUBLE
-            }
-            Func::Size => {
-                if !first.has(Kinds::STR | Kinds::LIST | Kinds::OBJECT) {
-                    return Err(bad("a string, list or map", first));
-                }
-                Kinds::INT
-            }
-            Func::Min | Func::Max => {
-                if kinds.len() == 1 && first.has(Kinds::LIST) {
-                    // min([..]) over a list's elements.
-                    Kinds::NUM
-                } else {
-                    let mut out = Kinds::NONE;
-                    for k in &kinds {
-                        if !k.has(Kinds::NUM) {
-                            return Err(bad("numbers", *k));
-                        }
-                        out = out.union(k.meet(Kinds::NUM));
-                    }
-                    out
-                }
-            }
-        };
+        let result = call_kinds(name, func, &kinds, pos)?;
         let node = Node::Call(func, nodes.into_boxed_slice());
         self.finish(node, result, pure, pos)
     }
@@ -513,6 +485,47 @@ impl Compiler {
             kinds: Kinds::BOOL,
             pure: false,
         })
+    }
+}
+
+/// The kinds a function call yields, after checking its arguments' kinds.
+fn call_kinds(name: &str, func: Func, kinds: &[Kinds], pos: usize) -> Result<Kinds, CompileError> {
+    // Arity is checked by the caller: every function has a first argument.
+    let first = kinds.first().copied().unwrap_or(Kinds::NONE);
+    let bad =
+        |accepted: &str, k: Kinds| err(pos, format!("{name}() accepts {accepted}, found {k}"));
+    let need = |accepted: Kinds, text: &str, result: Kinds| {
+        if first.has(accepted) {
+            Ok(result)
+        } else {
+            Err(bad(text, first))
+        }
+    };
+    match func {
+        Func::String => need(
+            Kinds::NUM | Kinds::STR | Kinds::BOOL,
+            "a number, string or bool",
+            Kinds::STR,
+        ),
+        Func::Int => need(Kinds::NUM | Kinds::STR, "a number or string", Kinds::INT),
+        Func::Double => need(Kinds::NUM | Kinds::STR, "a number or string", Kinds::DOUBLE),
+        Func::Size => need(
+            Kinds::STR | Kinds::LIST | Kinds::OBJECT,
+            "a string, list or map",
+            Kinds::INT,
+        ),
+        // min([..]) over a list's elements.
+        Func::Min | Func::Max if kinds.len() == 1 && first.has(Kinds::LIST) => Ok(Kinds::NUM),
+        Func::Min | Func::Max => {
+            let mut out = Kinds::NONE;
+            for k in kinds {
+                if !k.has(Kinds::NUM) {
+                    return Err(bad("numbers", *k));
+                }
+                out = out.union(k.meet(Kinds::NUM));
+            }
+            Ok(out)
+        }
     }
 }
 
