@@ -5,7 +5,8 @@
 # docker-compose (apt; validates docker-compose.yml, no Docker engine needed),
 # PyYAML, and moto's S3 server with boto3 (pip; tansu keeps its data there
 # when a test restarts the broker). Idempotent: installs only what is
-# missing. Prints the tansu path on its last line.
+# missing. Prints the tansu path on its last line. PostgreSQL (apt) backs
+# the archive of closed periods.
 set -euo pipefail
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -14,6 +15,9 @@ need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
+# PostgreSQL for the archive (tests start private clusters; nothing is
+# started system-wide).
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need_apt+=(postgresql)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} (apt)" >&2
   as_root apt-get update -qq >&2

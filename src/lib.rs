@@ -16,6 +16,7 @@
 //! - [`engine`] — the loop that ties the above together with backpressure,
 //!   retries and offset commits.
 //! - [`reader`], [`api`], [`cli`] — reading boards back: HTTP and the CLI.
+//! - [`archive`] — history: closed periods copied to PostgreSQL.
 //! - [`app`] — wiring and lifecycle of `rankflow run`; [`produce`] — the
 //!   synthetic producer; [`config`], [`telemetry`], [`health`], [`clock`].
 //!
@@ -23,6 +24,7 @@
 
 pub mod api;
 pub mod app;
+pub mod archive;
 pub mod board;
 pub mod cli;
 pub mod clock;

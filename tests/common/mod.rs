@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod direct;
+pub mod postgres;
 pub mod reference;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,193 @@
+//! Copying one closed period's standings into PostgreSQL: binary `COPY` of
+//! the rows in rank order, chunk by chunk as they are read (memory bounded
+//! by a chunk, not by the board), and the completion row, all in one
+//! transaction. The transaction first takes the period's advisory lock
+//! (`pg_try_advisory_xact_lock`): a second archiver of the same period sees
+//! it taken and leaves the period alone, and a holder that dies (even by
+//! `kill -9`) releases it with its connection, when PostgreSQL rolls its
+//! transaction back. A period already complete is not copied again unless
+//! asked to ([`Copy::replace`]).
+
+use std::str::FromStr;
+
+use futures::{Stream, StreamExt};
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, NoTls};
+
+use super::ArchiveError;
+use super::numeric::Numeric;
+use super::schema::LOCK_CLASS;
+
+/// Which period of which board instance.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PeriodKey {
+    pub board: String,
+    /// `""` for unscoped boards.
+    pub scope: String,
+    /// `hour`, `day`, `week`, `month` or `year`.
+    pub view: String,
+    /// The period id (`2026-W47`).
+    pub period: String,
+}
+
+impl PeriodKey {
+    /// `board/scope/view/period`: the key of the period-closed message and
+    /// the name of the period's lock.
+    pub fn path(&self) -> String {
+        format!(
+            "{}/{}/{}/{}",
+            self.board, self.scope, self.view, self.period
+        )
+    }
+}
+
+/// One member's final standing; rows come in rank order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standing {
+    pub member: String,
+    pub score: f64,
+}
+
+/// What to copy.
+pub struct Copy<'a> {
+    pub key: &'a PeriodKey,
+    /// Period bounds, ms since the epoch.
+    pub start_ms: i64,
+    pub end_ms: i64,
+    /// Copy again even if a complete copy exists (`rankflow archive --period`).
+    pub replace: bool,
+}
+
+/// How a copy ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copied {
+    /// Complete, with this many members.
+    Done { members: u64 },
+    /// A complete copy already existed; nothing was written.
+    AlreadyArchived,
+    /// Another archiver holds the period; nothing was written.
+    Busy,
+}
+
+/// A connection to the archive database.
+pub struct Archive {
+    client: Client,
+}
+
+const COLUMNS: [Type; 7] = [
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+    Type::INT8,
+    Type::TEXT,
+    Type::NUMERIC,
+];
+
+impl Archive {
+    /// Parses `url` (a permanent fault if it cannot be parsed) and connects.
+    pub async fn connect(url: &str) -> Result<Archive, ArchiveError> {
+        let config = parse_url(url)?;
+        let (client, connection) = config.connect(NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "The archive's PostgreSQL connection closed.");
+            }
+        });
+        Ok(Archive { client })
+    }
+
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
+    /// Copies one period: every chunk of `standings`, in order, then the
+    /// completion row, in one transaction.
+    pub async fn copy<S>(&mut self, what: Copy<'_>, standings: S) -> Result<Copied, ArchiveError>
+    where
+        S: Stream<Item = Result<Vec<Standing>, ArchiveError>>,
+    {
+        let key = what.key;
+        let tx = self.client.transaction().await?;
+        let locked: bool = tx
+            .query_one(
+                "SELECT pg_try_advisory_xact_lock($1, hashtext($2))",
+                &[&LOCK_CLASS, &key.path()],
+            )
+            .await?
+            .try_get(0)?;
+        if !locked {
+            return Ok(Copied::Busy);
+        }
+        let params: [&(dyn ToSql + Sync); 4] = [&key.board, &key.scope, &key.view, &key.period];
+        let done = tx
+            .query_opt(
+                "SELECT 1 FROM rankflow_archived_periods
+                  WHERE board = $1 AND scope = $2 AND view = $3 AND period = $4",
+                &params,
+            )
+            .await?
+            .is_some();
+        if done && !what.replace {
+            return Ok(Copied::AlreadyArchived);
+        }
+        for table in ["rankflow_archive", "rankflow_archived_periods"] {
+            let sql = format!(
+                "DELETE FROM {table} WHERE board = $1 AND scope = $2 AND view = $3 AND period = $4"
+            );
+            tx.execute(&sql, &params).await?;
+        }
+        let sink = tx
+            .copy_in(
+                "COPY rankflow_archive (board, scope, view, period, rank, member, score)
+                 FROM STDIN (FORMAT binary)",
+            )
+            .await?;
+        let writer = BinaryCopyInWriter::new(sink, &COLUMNS);
+        futures::pin_mut!(writer);
+        futures::pin_mut!(standings);
+        let mut rank: i64 = 0;
+        while let Some(chunk) = standings.next().await {
+            for s in chunk? {
+                rank += 1;
+                let score = Numeric(s.score);
+                writer
+                    .as_mut()
+                    .write(&[
+                        &key.board,
+                        &key.scope,
+                        &key.view,
+                        &key.period,
+                        &rank,
+                        &s.member,
+                        &score,
+                    ])
+                    .await?;
+            }
+        }
+        let members = writer.finish().await?;
+        tx.execute(
+            "INSERT INTO rankflow_archived_periods
+                 (board, scope, view, period, period_start, period_end, members)
+             VALUES ($1, $2, $3, $4, to_timestamp($5::float8 / 1000), to_timestamp($6::float8 / 1000), $7)",
+            &[
+                &key.board,
+                &key.scope,
+                &key.view,
+                &key.period,
+                &(what.start_ms as f64),
+                &(what.end_ms as f64),
+                &(members as i64),
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Copied::Done { members })
+    }
+}
+
+/// Parses a `postgres://` URL (or a `key=value` connection string).
+pub fn parse_url(url: &str) -> Result<tokio_postgres::Config, ArchiveError> {
+    tokio_postgres::Config::from_str(url).map_err(|e| ArchiveError::Url(e.to_string()))
+}
