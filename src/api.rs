@@ -1,24 +1,36 @@
 //! The HTTP listener (SPEC §5): board reads under `/v1`, `/healthz` and
 //! `/metrics`, all on one port. Handlers translate; the reading itself is in
-//! [`crate::reader`].
+//! [`crate::reader`], the query parameters are checked in [`params`].
+//!
+//! Every error is JSON, `{"error": "..."}` (plus `"parameter"` when one query
+//! parameter is at fault), with a status a client can act on (SPEC §8.6):
+//! 400 for a bad parameter, 404 for an unknown route, board, view or member,
+//! 405 for a method a route does not take, 503 (with `Retry-After`) while
+//! Redis is not reachable. axum's own extractor rejections are plain text,
+//! so the query string and path go through [`QueryPairs`] and [`Segments`].
+
+mod params;
 
 use std::sync::{Arc, OnceLock};
 
-use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use metrics_exporter_prometheus::PrometheusHandle;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::board::BoardSet;
 use crate::board::model::ViewSpec;
 use crate::board::period::{PeriodKind, next_reset, period_of};
 use crate::clock::SharedClock;
 use crate::health::Health;
-use crate::reader::{self, ReadError, Reader};
+use crate::reader::{self, BadParam, ReadError, Reader};
+use params::{Params, Route};
 
 /// Shared by all handlers.
 #[derive(Clone)]
@@ -39,6 +51,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/boards/{board}/{view}/top", get(top))
         .route("/v1/boards/{board}/{view}/members/{member}", get(member))
         .route("/v1/boards/{board}/{view}/around/{member}", get(around))
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
         .with_state(state)
 }
 
@@ -147,91 +161,178 @@ async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "boards": boards }))
 }
 
-#[derive(Debug, Deserialize)]
-struct ReadParams {
-    scope: Option<String>,
-    period: Option<String>,
-    limit: Option<usize>,
-    offset: Option<usize>,
-    radius: Option<usize>,
-}
-
-fn query(board: String, view: String, p: &ReadParams) -> reader::Query {
+fn query(board: String, view: String, p: Params) -> reader::Query {
     reader::Query {
         board,
         view,
-        scope: p.scope.clone(),
-        period: p.period.clone(),
+        scope: p.scope,
+        period: p.period,
     }
 }
 
-/// Errors as JSON with the status a client can act on.
-struct ApiError(ReadError);
+/// An error answer: its status and a JSON body.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    body: ErrorBody,
+}
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let code = match &self.0 {
+#[derive(Debug, Serialize)]
+struct ErrorBody {
+    error: String,
+    /// The query parameter at fault, as the client spelled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameter: Option<String>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, error: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            body: ErrorBody {
+                error: error.into(),
+                parameter: None,
+            },
+        }
+    }
+}
+
+impl From<BadParam> for ApiError {
+    fn from(e: BadParam) -> ApiError {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            body: ErrorBody {
+                error: e.message,
+                parameter: Some(e.param),
+            },
+        }
+    }
+}
+
+impl From<ReadError> for ApiError {
+    fn from(e: ReadError) -> ApiError {
+        let status = match e {
+            ReadError::BadRequest(bad) => return bad.into(),
             ReadError::UnknownBoard(_)
             | ReadError::UnknownView { .. }
             | ReadError::MemberNotFound { .. } => StatusCode::NOT_FOUND,
-            ReadError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ReadError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ReadError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+            ReadError::Store(ref store) => {
+                tracing::warn!(error = %store, "A board read failed in Redis; answering 503.");
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         };
-        (
-            code,
-            Json(serde_json::json!({ "error": self.0.to_string() })),
-        )
-            .into_response()
+        ApiError::new(status, e.to_string())
     }
 }
 
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(self.body)).into_response();
+        // A 503 here is temporary (Redis not reached yet, or an outage):
+        // tell well-behaved clients when to come back rather than hammer.
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+/// The query string as decoded `name=value` pairs, in order; a malformed one
+/// is a JSON 400 rather than axum's plain-text rejection.
+struct QueryPairs(Vec<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<Vec<(String, String)>>::from_request_parts(parts, state)
+            .await
+            .map(|Query(pairs)| QueryPairs(pairs))
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("malformed query string: {}", e.body_text()),
+                )
+            })
+    }
+}
+
+/// Path segments (board, view, member); one that does not decode (bad
+/// percent-encoding, not UTF-8) is a JSON 400.
+struct Segments<T>(T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Segments<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(t)| Segments(t))
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("malformed path: {}", e.body_text()),
+                )
+            })
+    }
+}
+
+async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no route for {method} {}; the routes are /v1/boards, \
+             /v1/boards/{{board}}/{{view}}/top, .../members/{{member}}, \
+             .../around/{{member}}, /healthz and /metrics",
+            uri.path()
+        ),
+    )
+}
+
+async fn wrong_method(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{} takes GET, not {method}", uri.path()),
+    )
+}
+
 fn reader_of(s: &ApiState) -> Result<&Reader, ApiError> {
-    s.reader.get().ok_or_else(|| {
-        ApiError(ReadError::Store(crate::sink::store::StoreError::Config(
-            "not connected to Redis yet".into(),
-        )))
-    })
+    s.reader.get().ok_or_else(|| ReadError::NotReady.into())
 }
 
 async fn top(
     State(s): State<ApiState>,
-    Path((board, view)): Path<(String, String)>,
-    Query(p): Query<ReadParams>,
+    Segments((board, view)): Segments<(String, String)>,
+    QueryPairs(pairs): QueryPairs,
 ) -> Result<Json<reader::List>, ApiError> {
+    let mut p = Params::parse(&pairs, Route::Top)?;
+    let (offset, limit) = (p.offset.take().unwrap_or(0), p.limit.take().unwrap_or(10));
     let r = reader_of(&s)?;
-    let list = r
-        .top(
-            &query(board, view, &p),
-            p.offset.unwrap_or(0),
-            p.limit.unwrap_or(10),
-        )
-        .await
-        .map_err(ApiError)?;
-    Ok(Json(list))
+    Ok(Json(r.top(&query(board, view, p), offset, limit).await?))
 }
 
 async fn member(
     State(s): State<ApiState>,
-    Path((board, view, member)): Path<(String, String, String)>,
-    Query(p): Query<ReadParams>,
+    Segments((board, view, member)): Segments<(String, String, String)>,
+    QueryPairs(pairs): QueryPairs,
 ) -> Result<Json<reader::Entry>, ApiError> {
+    let p = Params::parse(&pairs, Route::Member)?;
     let r = reader_of(&s)?;
-    let e = r
-        .member(&query(board, view, &p), &member)
-        .await
-        .map_err(ApiError)?;
-    Ok(Json(e))
+    Ok(Json(r.member(&query(board, view, p), &member).await?))
 }
 
 async fn around(
     State(s): State<ApiState>,
-    Path((board, view, member)): Path<(String, String, String)>,
-    Query(p): Query<ReadParams>,
+    Segments((board, view, member)): Segments<(String, String, String)>,
+    QueryPairs(pairs): QueryPairs,
 ) -> Result<Json<reader::List>, ApiError> {
+    let mut p = Params::parse(&pairs, Route::Around)?;
+    let radius = p.radius.take().unwrap_or(5);
     let r = reader_of(&s)?;
-    let list = r
-        .around(&query(board, view, &p), &member, p.radius.unwrap_or(5))
-        .await
-        .map_err(ApiError)?;
-    Ok(Json(list))
+    Ok(Json(
+        r.around(&query(board, view, p), &member, radius).await?,
+    ))
 }

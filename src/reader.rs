@@ -1,7 +1,10 @@
 //! Reading boards back (SPEC §5): locating a view's key for a board, scope
 //! and period, trimming a window to the clock before reading it, and turning
 //! stored members and scores into entries with true values and 1-based
-//! ranks. Shared by the HTTP API and `rankflow top`.
+//! ranks. Shared by the HTTP API and `rankflow top`, so the bounds on a read
+//! (SPEC §8.6: [`MAX_LIMIT`], [`MAX_OFFSET`], [`MAX_RADIUS`]) and the errors
+//! that name a bad parameter ([`BadParam`]) live here, and are enforced here,
+//! whatever the caller checked before.
 
 use std::sync::Arc;
 
@@ -14,10 +17,18 @@ use crate::board::period::{PeriodKind, parse_period_id, period_of};
 use crate::clock::SharedClock;
 use crate::config::Order;
 use crate::sink::store::{Store, StoreError};
-use crate::sink::trim_instances;
 
-/// Largest page a read may ask for.
+/// Largest page a read may ask for (`limit`).
 pub const MAX_LIMIT: usize = 1000;
+
+/// Largest `offset`: a Redis sorted set holds at most 2^32 − 1 members, so no
+/// board has a rank past this, and `offset + limit` stays far inside the
+/// signed 64-bit indices `ZRANGE` takes.
+pub const MAX_OFFSET: usize = 4_294_967_295;
+
+/// Largest `radius` of an `around` read: the page is at most
+/// `2 × radius + 1` entries, about [`MAX_LIMIT`].
+pub const MAX_RADIUS: usize = MAX_LIMIT / 2;
 
 /// One ranked member.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -58,6 +69,25 @@ pub struct Query {
     pub period: Option<String>,
 }
 
+/// A request parameter that cannot be served. `param` is its name as the
+/// client wrote it (`limit`, `period`, `limt`...), and `message` says what is
+/// wrong in a sentence that also names it, so the text alone is enough.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BadParam {
+    pub param: String,
+    pub message: String,
+}
+
+impl BadParam {
+    pub fn new(param: impl Into<String>, message: impl Into<String>) -> BadParam {
+        BadParam {
+            param: param.into(),
+            message: message.into(),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     #[error("no board named {0:?}")]
@@ -68,12 +98,41 @@ pub enum ReadError {
         view: String,
         known: String,
     },
+    /// The caller's fault: a parameter out of range or not applicable.
     #[error("{0}")]
-    BadRequest(String),
+    BadRequest(BadParam),
     #[error("member {member:?} is not on this board")]
     MemberNotFound { member: String },
+    /// No reader yet: Redis has not been reached since start-up. Temporary,
+    /// unlike a configuration fault.
+    #[error("not connected to Redis yet; try again shortly")]
+    NotReady,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl ReadError {
+    fn bad(param: &str, message: impl Into<String>) -> ReadError {
+        ReadError::BadRequest(BadParam::new(param, message))
+    }
+}
+
+/// `Err` naming `param` unless `value <= max`. The message is the one the
+/// HTTP API gives for a number it cannot parse, so both read the same.
+pub fn check_bound(param: &str, value: usize, max: usize) -> Result<(), BadParam> {
+    if value <= max {
+        Ok(())
+    } else {
+        Err(out_of_range(param, &value.to_string(), max))
+    }
+}
+
+/// The error for a count parameter that is not a whole number in `0..=max`.
+pub fn out_of_range(param: &str, given: &str, max: usize) -> BadParam {
+    BadParam::new(
+        param,
+        format!("{param} must be a whole number from 0 to {max}, got {given:?}"),
+    )
 }
 
 /// Where a query's data lives.
@@ -115,42 +174,21 @@ impl Reader {
         })?;
         match (&board.scope, &q.scope) {
             (Some(_), None) => {
-                return Err(ReadError::BadRequest(format!(
-                    "board {:?} is scoped: give scope=<value>",
-                    board.name
-                )));
+                return Err(ReadError::bad(
+                    "scope",
+                    format!("board {:?} is scoped: give scope=<value>", board.name),
+                ));
             }
             (None, Some(_)) => {
-                return Err(ReadError::BadRequest(format!(
-                    "board {:?} has no scope",
-                    board.name
-                )));
+                return Err(ReadError::bad(
+                    "scope",
+                    format!("board {:?} has no scope; scope= does not apply", board.name),
+                ));
             }
             _ => {}
         }
         let tag = keys::instance_tag(&board.name, q.scope.as_deref());
-        let (view_id, period, window) = match spec {
-            ViewSpec::Window(w) => {
-                if q.period.is_some() {
-                    return Err(ReadError::BadRequest(
-                        "a window always shows the current moment; period= does not apply".into(),
-                    ));
-                }
-                (w.view(), None, true)
-            }
-            ViewSpec::Period {
-                kind: PeriodKind::All,
-                ..
-            } => ("all".to_string(), None, false),
-            ViewSpec::Period { kind, .. } => {
-                let p = match &q.period {
-                    Some(id) => parse_period_id(*kind, id, board.tz)
-                        .map_err(|e| ReadError::BadRequest(e.to_string()))?,
-                    None => period_of(*kind, self.clock.now_ms(), board.tz),
-                };
-                (p.view(), Some(p.id), false)
-            }
-        };
+        let (view_id, period, window) = self.view_of(spec, board, q.period.as_deref())?;
         Ok(Located {
             board,
             board_index,
@@ -161,15 +199,62 @@ impl Reader {
         })
     }
 
+    /// The view id in keys, the period id shown, and whether it is a window.
+    fn view_of(
+        &self,
+        spec: &ViewSpec,
+        board: &Board,
+        period: Option<&str>,
+    ) -> Result<(String, Option<String>, bool), ReadError> {
+        match spec {
+            ViewSpec::Window(w) => match period {
+                Some(_) => Err(ReadError::bad(
+                    "period",
+                    "a window always shows the current moment; period= does not apply",
+                )),
+                None => Ok((w.view(), None, true)),
+            },
+            // The all-time board has one period; asking for another one
+            // is a mistake worth saying rather than ignoring.
+            ViewSpec::Period {
+                kind: PeriodKind::All,
+                ..
+            } => match period {
+                Some(id) if id != "all" => Err(ReadError::bad(
+                    "period",
+                    format!("view all has a single period; period={id:?} does not apply"),
+                )),
+                _ => Ok(("all".to_string(), None, false)),
+            },
+            ViewSpec::Period { kind, .. } => {
+                let p = match period {
+                    Some(id) => parse_period_id(*kind, id, board.tz)
+                        .map_err(|e| ReadError::bad("period", format!("period: {e}")))?,
+                    None => period_of(*kind, self.clock.now_ms(), board.tz),
+                };
+                Ok((p.view(), Some(p.id), false))
+            }
+        }
+    }
+
+    /// Evicts what has slid out of one window instance as of the reader's
+    /// clock, so a read never shows buckets older than the window even when
+    /// no event and no background trim has touched the board lately.
+    /// Returns how many members left the instance.
+    pub async fn trim_window(&self, board_index: usize, tag: &str) -> Result<u64, ReadError> {
+        let evicted = crate::sink::trim_instances(
+            &self.store,
+            &self.boards,
+            &[(board_index, tag.to_string())],
+            self.clock.now_ms(),
+        )
+        .await?;
+        Ok(evicted.get(board_index).copied().unwrap_or(0))
+    }
+
     async fn prepare(&self, at: &Located<'_>) -> Result<(), ReadError> {
         if at.window {
-            trim_instances(
-                &self.store,
-                &self.boards,
-                &[(at.board_index, at.tag.clone())],
-                self.clock.now_ms(),
-            )
-            .await?;
+            self.trim_window(at.board_index, &at.tag).await?;
         }
         Ok(())
     }
@@ -185,16 +270,23 @@ impl Reader {
         }
     }
 
-    /// Members ranked `offset+1 ..= offset+limit`.
+    /// Members ranked `offset+1 ..= offset+limit`. A `limit` over
+    /// [`MAX_LIMIT`] or an `offset` over [`MAX_OFFSET`] is refused, never
+    /// capped: the caller would otherwise get fewer entries than it asked for
+    /// with no way to tell.
     pub async fn top(&self, q: &Query, offset: usize, limit: usize) -> Result<List, ReadError> {
-        let limit = limit.min(MAX_LIMIT);
+        check_bound("limit", limit, MAX_LIMIT).map_err(ReadError::BadRequest)?;
+        check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
         let at = self.locate(q)?;
         self.prepare(&at).await?;
         let total: u64 = self.store.query(redis::cmd("ZCARD").arg(&at.key)).await?;
-        let entries = if limit == 0 {
+        // Widened before adding: the bounds above keep the sum far below
+        // i64::MAX, the largest index ZRANGE takes, on any platform.
+        let (start, count) = (offset as u64, limit as u64);
+        let entries = if count == 0 {
             Vec::new()
         } else {
-            self.range(&at, offset, offset + limit - 1).await?
+            self.range(&at, start, start + count - 1).await?
         };
         Ok(self.list(q, &at, total, entries))
     }
@@ -217,8 +309,10 @@ impl Reader {
     }
 
     /// The member and up to `radius` neighbours on each side.
+    /// A `radius` over [`MAX_RADIUS`] is refused, never capped.
     pub async fn around(&self, q: &Query, member: &str, radius: usize) -> Result<List, ReadError> {
-        let radius = radius.min(MAX_LIMIT / 2);
+        check_bound("radius", radius, MAX_RADIUS).map_err(ReadError::BadRequest)?;
+        let radius = radius as u64;
         let at = self.locate(q)?;
         self.prepare(&at).await?;
         let (rank, _) =
@@ -227,8 +321,8 @@ impl Reader {
                 .ok_or_else(|| ReadError::MemberNotFound {
                     member: member.to_string(),
                 })?;
-        let start = (rank as usize).saturating_sub(radius);
-        let entries = self.range(&at, start, rank as usize + radius).await?;
+        let start = rank.saturating_sub(radius);
+        let entries = self.range(&at, start, rank + radius).await?;
         let total: u64 = self.store.query(redis::cmd("ZCARD").arg(&at.key)).await?;
         Ok(self.list(q, &at, total, entries))
     }
@@ -237,8 +331,8 @@ impl Reader {
     async fn range(
         &self,
         at: &Located<'_>,
-        start: usize,
-        stop: usize,
+        start: u64,
+        stop: u64,
     ) -> Result<Vec<Entry>, ReadError> {
         let command = match at.board.order {
             Order::Desc => "ZREVRANGE",
@@ -265,7 +359,7 @@ impl Reader {
                     .decode(&stored)
                     .map_or_else(|| stored.to_string(), |(m, _)| m.to_string());
                 Entry {
-                    rank: (start + i + 1) as u64,
+                    rank: start + i as u64 + 1,
                     member,
                     score,
                 }

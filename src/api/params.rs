@@ -1,0 +1,262 @@
+//! The query parameters of the read routes (SPEC §8.6): which route takes
+//! which parameter, and turning the raw `name=value` pairs into checked,
+//! typed values or a [`BadParam`] that names the offending parameter.
+//!
+//! Everything a client can get wrong in a query string is caught here, so a
+//! bad request is a 400 with a JSON body before any Redis work: a count that
+//! is not a whole number or is out of range, a parameter given twice, a
+//! parameter the route does not take (a typo like `limt=5` is reported, not
+//! ignored), and an unknown value of an enumerated parameter.
+//!
+//! Adding a parameter is a field in [`Params`], its name in [`KNOWN`] and in
+//! the routes that take it, and one arm in [`Params::set`]; an enumerated one
+//! (`rank=ordinal|competition|dense`, SPEC §8.4) implements [`Choice`] and
+//! its arm is `p.rank = Some(choice(name, raw)?)`.
+
+use crate::reader::{BadParam, MAX_LIMIT, MAX_OFFSET, MAX_RADIUS, out_of_range};
+
+/// Every parameter any read route takes, for telling "unknown" from "not
+/// taken by this route" in errors.
+const KNOWN: &[&str] = &["scope", "period", "limit", "offset", "radius"];
+
+/// The read routes, each with the parameters it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    Top,
+    Member,
+    Around,
+}
+
+impl Route {
+    fn name(self) -> &'static str {
+        match self {
+            Route::Top => "top",
+            Route::Member => "members",
+            Route::Around => "around",
+        }
+    }
+
+    fn takes(self) -> &'static [&'static str] {
+        match self {
+            Route::Top => &["scope", "period", "limit", "offset"],
+            Route::Member => &["scope", "period"],
+            Route::Around => &["scope", "period", "radius"],
+        }
+    }
+}
+
+/// The checked parameters of one request; `None` where not given.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Params {
+    pub scope: Option<String>,
+    pub period: Option<String>,
+    pub limit: Option<usize>,
+    pub offset: Option<usize>,
+    pub radius: Option<usize>,
+}
+
+impl Params {
+    /// Checks `pairs` (decoded, in query-string order) for `route`.
+    pub(crate) fn parse(pairs: &[(String, String)], route: Route) -> Result<Params, BadParam> {
+        let mut params = Params::default();
+        let mut seen: Vec<&str> = Vec::with_capacity(pairs.len());
+        for (name, raw) in pairs {
+            let name = name.as_str();
+            if !route.takes().contains(&name) {
+                return Err(not_taken(name, route));
+            }
+            // A second value would silently win or lose; say so instead.
+            // (`scope` becomes repeatable with unions, SPEC §8.3.)
+            if seen.contains(&name) {
+                return Err(BadParam::new(
+                    name,
+                    format!("{name} is given more than once; give it once"),
+                ));
+            }
+            seen.push(name);
+            params.set(name, raw, route)?;
+        }
+        Ok(params)
+    }
+
+    fn set(&mut self, name: &str, raw: &str, route: Route) -> Result<(), BadParam> {
+        match name {
+            "scope" => self.scope = Some(raw.to_string()),
+            "period" => self.period = Some(raw.to_string()),
+            "limit" => self.limit = Some(count(name, raw, MAX_LIMIT)?),
+            "offset" => self.offset = Some(count(name, raw, MAX_OFFSET)?),
+            "radius" => self.radius = Some(count(name, raw, MAX_RADIUS)?),
+            // `parse` only passes names a route takes, all of which are above.
+            other => return Err(not_taken(other, route)),
+        }
+        Ok(())
+    }
+}
+
+/// The error for a name the route does not take, telling a typo (not a
+/// parameter at all) from a parameter of another route.
+fn not_taken(name: &str, route: Route) -> BadParam {
+    let takes = route.takes().join(", ");
+    let message = if KNOWN.contains(&name) {
+        format!(
+            "{name} does not apply to {}; it takes: {takes}",
+            route.name()
+        )
+    } else {
+        format!(
+            "unknown query parameter {name:?}; {} takes: {takes}",
+            route.name()
+        )
+    };
+    BadParam::new(name, message)
+}
+
+/// A whole number in `0..=max`. Anything else — letters, a sign, a fraction,
+/// a number too large for any integer type — gets the same message, which
+/// names the parameter, the range and what was given.
+fn count(name: &str, raw: &str, max: usize) -> Result<usize, BadParam> {
+    // Only ASCII digits: `parse` would also take a leading `+`.
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(out_of_range(name, raw, max));
+    }
+    match raw.parse::<usize>() {
+        Ok(v) if v <= max => Ok(v),
+        _ => Err(out_of_range(name, raw, max)),
+    }
+}
+
+/// A parameter with a fixed set of values, such as `rank` (SPEC §8.4).
+#[cfg_attr(not(test), allow(dead_code))] // first user: rank= (SPEC §8.4)
+pub(crate) trait Choice: Sized + Copy + 'static {
+    /// Each accepted spelling and its value, in the order the error lists them.
+    const VALUES: &'static [(&'static str, Self)];
+}
+
+/// The value of an enumerated parameter; an unknown value is refused with
+/// the list of accepted ones.
+#[cfg_attr(not(test), allow(dead_code))] // first user: rank= (SPEC §8.4)
+pub(crate) fn choice<T: Choice>(name: &str, raw: &str) -> Result<T, BadParam> {
+    T::VALUES
+        .iter()
+        .find(|(spelling, _)| *spelling == raw)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let accepted: Vec<&str> = T::VALUES.iter().map(|(s, _)| *s).collect();
+            BadParam::new(
+                name,
+                format!("{name} must be one of {}, got {raw:?}", accepted.join(", ")),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(q: &[(&str, &str)]) -> Vec<(String, String)> {
+        q.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn err(q: &[(&str, &str)], route: Route) -> BadParam {
+        match Params::parse(&pairs(q), route) {
+            Err(e) => e,
+            Ok(p) => panic!("{q:?} on {route:?} was accepted as {p:?}"),
+        }
+    }
+
+    #[test]
+    fn valid_counts_at_their_bounds_are_taken() {
+        let p = Params::parse(
+            &pairs(&[("limit", "1000"), ("offset", "4294967295"), ("scope", "s1")]),
+            Route::Top,
+        )
+        .map_err(|e| e.message);
+        assert_eq!(
+            p,
+            Ok(Params {
+                scope: Some("s1".into()),
+                limit: Some(1000),
+                offset: Some(4_294_967_295),
+                ..Params::default()
+            })
+        );
+        let p = Params::parse(&pairs(&[("radius", "500")]), Route::Around);
+        assert_eq!(p.map(|p| p.radius), Ok(Some(500)));
+        assert_eq!(Params::parse(&[], Route::Member), Ok(Params::default()));
+    }
+
+    #[test]
+    fn bad_counts_name_the_parameter_and_the_range() {
+        for (name, raw, max) in [
+            ("limit", "abc", "1000"),
+            ("limit", "-1", "1000"),
+            ("limit", "+5", "1000"),
+            ("limit", "1.5", "1000"),
+            ("limit", "", "1000"),
+            ("limit", "1001", "1000"),
+            ("offset", "-5", "4294967295"),
+            ("offset", "4294967296", "4294967295"),
+            ("offset", "9223372036854775808", "4294967295"),
+            ("offset", "18446744073709551616", "4294967295"),
+        ] {
+            let e = err(&[(name, raw)], Route::Top);
+            assert_eq!(e.param, name);
+            assert_eq!(
+                e.message,
+                format!("{name} must be a whole number from 0 to {max}, got {raw:?}")
+            );
+        }
+        let e = err(&[("radius", "501")], Route::Around);
+        assert_eq!(
+            (e.param.as_str(), e.message.as_str()),
+            (
+                "radius",
+                "radius must be a whole number from 0 to 500, got \"501\""
+            )
+        );
+    }
+
+    #[test]
+    fn unknown_misplaced_and_repeated_parameters_are_refused() {
+        let e = err(&[("limit", "5"), ("limt", "5")], Route::Top);
+        assert_eq!(e.param, "limt");
+        assert_eq!(
+            e.message,
+            "unknown query parameter \"limt\"; top takes: scope, period, limit, offset"
+        );
+        let e = err(&[("radius", "2")], Route::Top);
+        assert_eq!(
+            e.message,
+            "radius does not apply to top; it takes: scope, period, limit, offset"
+        );
+        let e = err(&[("limit", "5")], Route::Member);
+        assert_eq!(e.param, "limit");
+        let e = err(&[("limit", "5"), ("limit", "6")], Route::Top);
+        assert_eq!(e.message, "limit is given more than once; give it once");
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Style {
+        Ordinal,
+        Dense,
+    }
+
+    impl Choice for Style {
+        const VALUES: &'static [(&'static str, Style)] =
+            &[("ordinal", Style::Ordinal), ("dense", Style::Dense)];
+    }
+
+    #[test]
+    fn an_enumerated_parameter_lists_its_values() {
+        assert_eq!(choice::<Style>("rank", "dense"), Ok(Style::Dense));
+        assert_eq!(choice::<Style>("rank", "ordinal"), Ok(Style::Ordinal));
+        let e = choice::<Style>("rank", "Dense").map(|_| ()).unwrap_err();
+        assert_eq!(e.param, "rank");
+        assert_eq!(
+            e.message,
+            "rank must be one of ordinal, dense, got \"Dense\""
+        );
+    }
+}
