@@ -299,8 +299,17 @@ async fn wrong_method(method: Method, uri: Uri) -> ApiError {
     )
 }
 
-fn reader_of(s: &ApiState) -> Result<&Reader, ApiError> {
-    s.reader.get().ok_or_else(|| ReadError::NotReady.into())
+/// The reader, once Redis is connected. Before that, a query that could
+/// never be served is still refused for what it is (400, 404) rather than
+/// with a 503 that invites the client to retry it.
+fn reader_for<'s>(s: &'s ApiState, q: &reader::Query) -> Result<&'s Reader, ApiError> {
+    match s.reader.get() {
+        Some(r) => Ok(r),
+        None => {
+            reader::check(&s.boards, s.clock.now_ms(), q)?;
+            Err(ReadError::NotReady.into())
+        }
+    }
 }
 
 async fn top(
@@ -310,8 +319,8 @@ async fn top(
 ) -> Result<Json<reader::List>, ApiError> {
     let mut p = Params::parse(&pairs, Route::Top)?;
     let (offset, limit) = (p.offset.take().unwrap_or(0), p.limit.take().unwrap_or(10));
-    let r = reader_of(&s)?;
-    Ok(Json(r.top(&query(board, view, p), offset, limit).await?))
+    let q = query(board, view, p);
+    Ok(Json(reader_for(&s, &q)?.top(&q, offset, limit).await?))
 }
 
 async fn member(
@@ -319,9 +328,8 @@ async fn member(
     Segments((board, view, member)): Segments<(String, String, String)>,
     QueryPairs(pairs): QueryPairs,
 ) -> Result<Json<reader::Entry>, ApiError> {
-    let p = Params::parse(&pairs, Route::Member)?;
-    let r = reader_of(&s)?;
-    Ok(Json(r.member(&query(board, view, p), &member).await?))
+    let q = query(board, view, Params::parse(&pairs, Route::Member)?);
+    Ok(Json(reader_for(&s, &q)?.member(&q, &member).await?))
 }
 
 async fn around(
@@ -331,8 +339,6 @@ async fn around(
 ) -> Result<Json<reader::List>, ApiError> {
     let mut p = Params::parse(&pairs, Route::Around)?;
     let radius = p.radius.take().unwrap_or(5);
-    let r = reader_of(&s)?;
-    Ok(Json(
-        r.around(&query(board, view, p), &member, radius).await?,
-    ))
+    let q = query(board, view, p);
+    Ok(Json(reader_for(&s, &q)?.around(&q, &member, radius).await?))
 }

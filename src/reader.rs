@@ -153,88 +153,99 @@ pub struct Reader {
     pub clock: SharedClock,
 }
 
+/// Checks that `q` names a board and view and that its scope and period fit
+/// them, without touching Redis, so a caller can refuse a bad request (400,
+/// 404) even before Redis is reachable. `now_ms` picks the current period.
+pub fn check(boards: &BoardSet, now_ms: i64, q: &Query) -> Result<(), ReadError> {
+    locate(boards, now_ms, q).map(|_| ())
+}
+
+/// Where `q`'s data lives, or why it cannot be read.
+fn locate<'b>(boards: &'b BoardSet, now_ms: i64, q: &Query) -> Result<Located<'b>, ReadError> {
+    let (board_index, board) = boards
+        .boards
+        .iter()
+        .enumerate()
+        .find(|(_, b)| b.name == q.board)
+        .ok_or_else(|| ReadError::UnknownBoard(q.board.clone()))?;
+    let spec = board.view(&q.view).ok_or_else(|| ReadError::UnknownView {
+        board: board.name.clone(),
+        view: q.view.clone(),
+        known: board
+            .views
+            .iter()
+            .map(ViewSpec::name)
+            .collect::<Vec<_>>()
+            .join(", "),
+    })?;
+    match (&board.scope, &q.scope) {
+        (Some(_), None) => {
+            return Err(ReadError::bad(
+                "scope",
+                format!("board {:?} is scoped: give scope=<value>", board.name),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ReadError::bad(
+                "scope",
+                format!("board {:?} has no scope; scope= does not apply", board.name),
+            ));
+        }
+        _ => {}
+    }
+    let tag = keys::instance_tag(&board.name, q.scope.as_deref());
+    let (view_id, period, window) = view_of(spec, board, q.period.as_deref(), now_ms)?;
+    Ok(Located {
+        board,
+        board_index,
+        key: keys::view_key(&boards.key_prefix, &tag, &view_id),
+        tag,
+        period,
+        window,
+    })
+}
+
+/// The view id in keys, the period id shown, and whether it is a window.
+fn view_of(
+    spec: &ViewSpec,
+    board: &Board,
+    period: Option<&str>,
+    now_ms: i64,
+) -> Result<(String, Option<String>, bool), ReadError> {
+    match spec {
+        ViewSpec::Window(w) => match period {
+            Some(_) => Err(ReadError::bad(
+                "period",
+                "a window always shows the current moment; period= does not apply",
+            )),
+            None => Ok((w.view(), None, true)),
+        },
+        // The all-time board has one period; asking for another one
+        // is a mistake worth saying rather than ignoring.
+        ViewSpec::Period {
+            kind: PeriodKind::All,
+            ..
+        } => match period {
+            Some(id) if id != "all" => Err(ReadError::bad(
+                "period",
+                format!("view all has a single period; period={id:?} does not apply"),
+            )),
+            _ => Ok(("all".to_string(), None, false)),
+        },
+        ViewSpec::Period { kind, .. } => {
+            let p = match period {
+                Some(id) => parse_period_id(*kind, id, board.tz)
+                    .map_err(|e| ReadError::bad("period", format!("period: {e}")))?,
+                None => period_of(*kind, now_ms, board.tz),
+            };
+            Ok((p.view(), Some(p.id), false))
+        }
+    }
+}
+
 impl Reader {
     fn locate(&self, q: &Query) -> Result<Located<'_>, ReadError> {
-        let (board_index, board) = self
-            .boards
-            .boards
-            .iter()
-            .enumerate()
-            .find(|(_, b)| b.name == q.board)
-            .ok_or_else(|| ReadError::UnknownBoard(q.board.clone()))?;
-        let spec = board.view(&q.view).ok_or_else(|| ReadError::UnknownView {
-            board: board.name.clone(),
-            view: q.view.clone(),
-            known: board
-                .views
-                .iter()
-                .map(ViewSpec::name)
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
-        match (&board.scope, &q.scope) {
-            (Some(_), None) => {
-                return Err(ReadError::bad(
-                    "scope",
-                    format!("board {:?} is scoped: give scope=<value>", board.name),
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(ReadError::bad(
-                    "scope",
-                    format!("board {:?} has no scope; scope= does not apply", board.name),
-                ));
-            }
-            _ => {}
-        }
-        let tag = keys::instance_tag(&board.name, q.scope.as_deref());
-        let (view_id, period, window) = self.view_of(spec, board, q.period.as_deref())?;
-        Ok(Located {
-            board,
-            board_index,
-            key: keys::view_key(&self.boards.key_prefix, &tag, &view_id),
-            tag,
-            period,
-            window,
-        })
-    }
-
-    /// The view id in keys, the period id shown, and whether it is a window.
-    fn view_of(
-        &self,
-        spec: &ViewSpec,
-        board: &Board,
-        period: Option<&str>,
-    ) -> Result<(String, Option<String>, bool), ReadError> {
-        match spec {
-            ViewSpec::Window(w) => match period {
-                Some(_) => Err(ReadError::bad(
-                    "period",
-                    "a window always shows the current moment; period= does not apply",
-                )),
-                None => Ok((w.view(), None, true)),
-            },
-            // The all-time board has one period; asking for another one
-            // is a mistake worth saying rather than ignoring.
-            ViewSpec::Period {
-                kind: PeriodKind::All,
-                ..
-            } => match period {
-                Some(id) if id != "all" => Err(ReadError::bad(
-                    "period",
-                    format!("view all has a single period; period={id:?} does not apply"),
-                )),
-                _ => Ok(("all".to_string(), None, false)),
-            },
-            ViewSpec::Period { kind, .. } => {
-                let p = match period {
-                    Some(id) => parse_period_id(*kind, id, board.tz)
-                        .map_err(|e| ReadError::bad("period", format!("period: {e}")))?,
-                    None => period_of(*kind, self.clock.now_ms(), board.tz),
-                };
-                Ok((p.view(), Some(p.id), false))
-            }
-        }
+        locate(&self.boards, self.clock.now_ms(), q)
     }
 
     /// Evicts what has slid out of one window instance as of the reader's
@@ -405,5 +416,109 @@ impl Reader {
             .get(1)
             .and_then(|v| redis::from_redis_value(v.clone()).ok());
         Ok(rank.zip(score))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2026-11-21T12:00:00Z.
+    const NOW: i64 = 1_795_262_400_000;
+
+    fn boards() -> BoardSet {
+        let text = r#"
+[kafka]
+brokers = "unused:9092"
+topics = ["t"]
+[redis]
+url = "redis://127.0.0.1:1"
+[[board]]
+name = "total"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["all", "day"]
+[[board]]
+name = "fans"
+event = "gift"
+member = "sender_id"
+score = "count"
+scope = "receiver_id"
+windows = ["1h/1m"]
+"#;
+        let cfg =
+            crate::config::Config::from_toml(text, std::path::Path::new("t.toml"), Vec::new())
+                .expect("test config");
+        BoardSet::compile(&cfg).expect("test boards")
+    }
+
+    fn q(board: &str, view: &str, scope: Option<&str>, period: Option<&str>) -> Query {
+        Query {
+            board: board.into(),
+            view: view.into(),
+            scope: scope.map(str::to_string),
+            period: period.map(str::to_string),
+        }
+    }
+
+    /// The parameter a `check` refuses, or a description of another outcome.
+    fn refused(query: &Query) -> String {
+        match check(&boards(), NOW, query) {
+            Err(ReadError::BadRequest(b)) => {
+                assert!(
+                    b.message.contains(&b.param),
+                    "{b:?} does not name its parameter"
+                );
+                b.param
+            }
+            Err(e) => format!("other: {e}"),
+            Ok(()) => "ok".into(),
+        }
+    }
+
+    #[test]
+    fn check_names_the_parameter_that_does_not_fit_the_board() {
+        let located = locate(&boards(), NOW, &q("total", "day", None, None)).map(|l| l.key);
+        assert_eq!(
+            located.ok().as_deref(),
+            Some("rankflow:{total}:day:2026-11-21")
+        );
+        for (query, want) in [
+            (q("total", "day", None, Some("2026-11-20")), "ok"),
+            (q("total", "all", None, Some("all")), "ok"),
+            (q("fans", "win:1h", Some("s1"), None), "ok"),
+            (q("total", "day", None, Some("garbage")), "period"),
+            (q("total", "day", None, Some("2026-02-30")), "period"),
+            (q("total", "all", None, Some("2026-11-21")), "period"),
+            (
+                q("fans", "win:1h", Some("s1"), Some("2026-11-21")),
+                "period",
+            ),
+            (q("fans", "win:1h", None, None), "scope"),
+            (q("total", "all", Some("s1"), None), "scope"),
+        ] {
+            assert_eq!(refused(&query), want, "{query:?}");
+        }
+        assert_eq!(
+            refused(&q("nope", "all", None, None)),
+            "other: no board named \"nope\""
+        );
+        assert_eq!(
+            refused(&q("total", "week", None, None)),
+            "other: board \"total\" has no view \"week\" (it has: all, day)"
+        );
+    }
+
+    #[test]
+    fn bounds_are_inclusive_and_name_the_parameter() {
+        assert_eq!(check_bound("limit", MAX_LIMIT, MAX_LIMIT), Ok(()));
+        let e = check_bound("offset", MAX_OFFSET + 1, MAX_OFFSET).map_err(|e| e.message);
+        assert_eq!(
+            e,
+            Err("offset must be a whole number from 0 to 4294967295, got \"4294967296\"".into())
+        );
+        // The largest page past the largest offset still fits ZRANGE's i64.
+        assert!((MAX_OFFSET as u64 + MAX_LIMIT as u64) < i64::MAX as u64);
     }
 }

@@ -358,7 +358,8 @@ async fn unknown_things_are_json_404s_and_no_reader_is_a_json_503() {
     );
 
     // Before Redis is reached there is no reader: a temporary 503, not a
-    // configuration error; bad parameters are still 400s.
+    // configuration error; a request that could never be served is still a
+    // 400 or 404, not a 503 that invites a retry.
     let direct = Direct::new(&api.redis.url(), &unique("none"), BOARDS, NOW).await;
     let base = serve(&direct, Arc::new(OnceLock::new())).await;
     let resp = reqwest::get(format!("{base}/v1/boards/total/all/top"))
@@ -376,8 +377,20 @@ async fn unknown_things_are_json_404s_and_no_reader_is_a_json_503() {
         body["error"],
         "not connected to Redis yet; try again shortly"
     );
-    let (code, _, body) = get(&format!("{base}/v1/boards/total/all/top?limit=x")).await;
-    assert_eq!((code, body["parameter"].as_str()), (400, Some("limit")));
+    for (path, code, param) in [
+        ("/v1/boards/total/all/top?limit=x", 400, Some("limit")),
+        ("/v1/boards/total/day/top?period=junk", 400, Some("period")),
+        ("/v1/boards/fans/all/members/f1", 400, Some("scope")),
+        ("/v1/boards/nope/all/top", 404, None),
+        ("/v1/boards/total/week/top", 404, None),
+    ] {
+        let (got, ctype, body) = get(&format!("{base}{path}")).await;
+        assert_eq!(
+            (got, ctype.as_str(), body["parameter"].as_str()),
+            (code, "application/json", param),
+            "{path} with no reader: {body}"
+        );
+    }
     println!(
         "verified: 404s for member/board/view/route, 400 for a bad path, 405 JSON, 503 JSON before Redis"
     );
