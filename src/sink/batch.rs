@@ -3,6 +3,14 @@
 //! batch must report once Redis has acknowledged it (offsets per partition,
 //! outcome counts, event times for the lag histogram, dead letters).
 //!
+//! Outcome counts are kept per partition, so that a revoked partition's
+//! share leaves the batch whole (its next owner counts those events).
+//! Events headed for `applied` are kept one by one until Redis answered:
+//! an event whose every update the script found late (its window bucket
+//! left the window meanwhile) is counted `late`, and one whose every
+//! update the fences showed applied already is not counted here at all
+//! (whoever applied it counted it); see [`Batch::settle`].
+//!
 //! Updates are kept raw (with their partition and offset) rather than
 //! pre-aggregated on arrival, because a fence conflict (src/sink/call.rs)
 //! must be able to rebuild an instance's call without the events another
@@ -10,7 +18,8 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+
+use tokio::time::Instant;
 
 use crate::board::BoardSet;
 use crate::board::keys;
@@ -20,6 +29,7 @@ use crate::event::EventType;
 use crate::rules::Update;
 pub use crate::telemetry::Outcome;
 
+use super::FlushReport;
 use super::aggregate::Agg;
 
 /// A partition's share of the batch.
@@ -76,8 +86,39 @@ pub struct Instance {
 /// in a way that matters (a collision only costs time within one batch).
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Counts per (topic, event type, outcome) for `rankflow_events_total`.
-pub type OutcomeCounts = HashMap<(Arc<str>, Option<EventType>, Outcome), u64>;
+/// Counts per (partition index, event type, outcome) for
+/// `rankflow_events_total`: filtered, invalid and late-on-arrival events
+/// (applied ones are settled after the flush, from [`Batch::applied`]).
+pub type OutcomeCounts = HashMap<(u16, Option<EventType>, Outcome), u64>;
+
+/// An event with at least one update in the batch: `applied` if Redis
+/// takes one of them.
+#[derive(Debug, Clone, Copy)]
+pub struct AppliedEvent {
+    pub part: u16,
+    pub offset: i64,
+    /// Event time, for the lag histogram.
+    pub ts: i64,
+    pub kind: Option<EventType>,
+}
+
+/// What a decoded event is, for [`Batch::add_event`].
+#[derive(Debug, Clone, Copy)]
+pub struct Taken {
+    pub part: u16,
+    pub offset: i64,
+    pub ts: i64,
+    pub kind: EventType,
+}
+
+/// A batch's final counts once Redis acknowledged it.
+#[derive(Debug, Default, PartialEq)]
+pub struct Settled {
+    /// (topic, event type, outcome) → events.
+    pub outcomes: Vec<(Arc<str>, Option<EventType>, Outcome, u64)>,
+    /// Event times of the events counted `applied`.
+    pub applied_ts: Vec<i64>,
+}
 
 #[derive(Debug, Default)]
 pub struct Batch {
@@ -91,8 +132,8 @@ pub struct Batch {
     /// Per board: scope value ("" when unscoped; scopes are never empty) → instance.
     instance_index: Vec<FastMap<Box<str>, u32>>,
     pub outcomes: OutcomeCounts,
-    /// Event times of events with at least one update (lag histogram).
-    pub applied_ts: Vec<i64>,
+    /// Events with at least one update, in arrival order.
+    pub applied: Vec<AppliedEvent>,
     pub dead_letters: Vec<DeadLetter>,
 }
 
@@ -129,15 +170,46 @@ impl Batch {
         idx
     }
 
-    pub fn count(&mut self, topic: &Arc<str>, kind: Option<EventType>, outcome: Outcome) {
-        *self
-            .outcomes
-            .entry((topic.clone(), kind, outcome))
-            .or_insert(0) += 1;
+    /// Counts an event of partition `part` that will not reach Redis
+    /// (filtered, invalid, late on arrival).
+    pub fn count(&mut self, part: u16, kind: Option<EventType>, outcome: Outcome) {
+        *self.outcomes.entry((part, kind, outcome)).or_insert(0) += 1;
     }
 
-    /// Adds one decoded event's board updates; returns its outcome (`Applied`
-    /// meaning "will be applied when the batch is acknowledged").
+    /// Adds one decoded event's board updates and counts it; returns its
+    /// outcome (`Applied` meaning "to be settled when the batch is
+    /// acknowledged").
+    pub fn add_event(
+        &mut self,
+        boards: &BoardSet,
+        resolver: &mut Resolver,
+        event: Taken,
+        updates: &[Update<'_>],
+        now: i64,
+    ) -> Outcome {
+        let outcome = self.add_updates(
+            boards,
+            resolver,
+            event.part,
+            event.offset,
+            event.ts,
+            updates,
+            now,
+        );
+        match outcome {
+            Outcome::Applied => {
+                if let Some(last) = self.applied.last_mut() {
+                    last.kind = Some(event.kind);
+                }
+            }
+            other => self.count(event.part, Some(event.kind), other),
+        }
+        outcome
+    }
+
+    /// Adds one decoded event's board updates without counting it; returns
+    /// its outcome (`Applied` meaning "will be applied when the batch is
+    /// acknowledged").
     #[allow(clippy::too_many_arguments)]
     pub fn add_updates(
         &mut self,
@@ -192,7 +264,12 @@ impl Batch {
             }
         }
         if any {
-            self.applied_ts.push(ts);
+            self.applied.push(AppliedEvent {
+                part,
+                offset,
+                ts,
+                kind: None,
+            });
             Outcome::Applied
         } else {
             Outcome::Late
@@ -219,7 +296,8 @@ impl Batch {
     }
 
     /// Drops everything of the given partitions (they were revoked: their
-    /// uncommitted messages will be read again by the next owner).
+    /// uncommitted messages will be read again, and counted, by the next
+    /// owner).
     pub fn drop_partitions(&mut self, revoked: &[(Arc<str>, i32)]) {
         let gone: Vec<u16> = revoked
             .iter()
@@ -235,6 +313,8 @@ impl Batch {
             // Keep indices stable; a dropped partition commits nothing.
             self.parts[g as usize].last_offset = -1;
         }
+        self.outcomes.retain(|(part, _, _), _| !gone.contains(part));
+        self.applied.retain(|e| !gone.contains(&e.part));
         self.dead_letters.retain(|d| {
             !revoked
                 .iter()
@@ -260,5 +340,271 @@ impl Batch {
 
     pub fn update_count(&self) -> usize {
         self.instances.iter().map(|i| i.updates.len()).sum()
+    }
+
+    /// The batch's final counts, given what Redis reported applying it: an
+    /// event counts `applied` if Redis took at least one of its updates,
+    /// `late` if the script found all of those it was sent late, and not
+    /// at all if the fences showed every one of them applied already.
+    pub fn settle(&self, report: &FlushReport) -> Settled {
+        let mut counts: HashMap<(u16, Option<EventType>, Outcome), u64> = self.outcomes.clone();
+        let mut applied_ts = Vec::with_capacity(self.applied.len());
+        let fates = self.update_fates(report);
+        for e in &self.applied {
+            let outcome = match fates.as_ref().and_then(|f| f.get(&(e.part, e.offset))) {
+                None => Some(Outcome::Applied),
+                Some(f) if f.taken => Some(Outcome::Applied),
+                Some(f) if f.late => Some(Outcome::Late),
+                Some(_) => None,
+            };
+            if let Some(outcome) = outcome {
+                *counts.entry((e.part, e.kind, outcome)).or_insert(0) += 1;
+                if outcome == Outcome::Applied {
+                    applied_ts.push(e.ts);
+                }
+            }
+        }
+        let mut outcomes: Vec<_> = counts
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|((part, kind, outcome), n)| {
+                (self.parts[part as usize].topic.clone(), kind, outcome, n)
+            })
+            .collect();
+        outcomes.sort_by(|a, b| (&a.0, a.1, a.2).cmp(&(&b.0, b.1, b.2)));
+        Settled {
+            outcomes,
+            applied_ts,
+        }
+    }
+
+    /// What became of each event's updates, per (partition, offset);
+    /// `None` when Redis took every update sent and the fences skipped
+    /// nothing (the common case, which needs no walk over the updates).
+    fn update_fates(&self, report: &FlushReport) -> Option<HashMap<(u16, i64), Fate>> {
+        if report.fenced.is_empty() && report.late_cutoffs.is_empty() {
+            return None;
+        }
+        let mut fates: HashMap<(u16, i64), Fate> = HashMap::new();
+        for (i, inst) in self.instances.iter().enumerate() {
+            let i = i as u32;
+            let fences = report.fenced.get(&i);
+            let cutoffs = report.late_cutoffs.get(&i);
+            for u in &inst.updates {
+                let fate = fates.entry((u.part, u.offset)).or_default();
+                if fences
+                    .and_then(|f| f.get(&u.part))
+                    .is_some_and(|&f| u.offset <= f)
+                {
+                    continue;
+                }
+                let is_window = inst.views[u.view as usize].window_ms.is_some();
+                let late = is_window
+                    && cutoffs
+                        .and_then(|c| c.get(u.view as usize))
+                        .is_some_and(|&c| u.bucket_end <= c);
+                if late {
+                    fate.late = true;
+                } else {
+                    fate.taken = true;
+                }
+            }
+        }
+        Some(fates)
+    }
+}
+
+/// What Redis did with one event's updates.
+#[derive(Debug, Default, Clone, Copy)]
+struct Fate {
+    /// At least one update was written (or left the board unchanged).
+    taken: bool,
+    /// At least one update was sent and found late.
+    late: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::event::Decoder;
+    use std::path::Path;
+
+    const TS: i64 = 1_763_700_000_000;
+
+    fn boards() -> BoardSet {
+        let text = r#"
+            [kafka]
+            brokers = "b"
+            topics = ["t"]
+            [redis]
+            url = "redis://x"
+            [[board]]
+            name = "fans"
+            event = "gift"
+            member = "sender_id"
+            score = "count"
+            periods = ["all"]
+            windows = ["1h/1m"]
+            [[board]]
+            name = "recent"
+            event = "gift"
+            member = "receiver_id"
+            score = "count"
+            windows = ["1h/1m"]
+        "#;
+        let config = Config::from_toml(text, Path::new("t.toml"), Vec::new()).unwrap();
+        BoardSet::compile(&config).unwrap()
+    }
+
+    /// Adds a gift of `partition` at `offset` to the batch, as the engine does.
+    fn gift(batch: &mut Batch, set: &BoardSet, partition: i32, offset: i64) -> Outcome {
+        let json = serde_json::json!({
+            "type": "gift", "event_id": format!("e{partition}-{offset}"), "ts": TS,
+            "sender_id": "s", "receiver_id": "r", "gift_id": "g", "count": 1, "value": 1
+        });
+        let event = Decoder::new(65536)
+            .unwrap()
+            .decode(json.to_string().as_bytes())
+            .unwrap();
+        let mut updates = Vec::new();
+        crate::rules::evaluate(set, &event, &mut updates).unwrap();
+        let topic: Arc<str> = Arc::from("t");
+        let part = batch.take_message(&topic, partition, offset);
+        let taken = Taken {
+            part,
+            offset,
+            ts: event.ts,
+            kind: event.kind,
+        };
+        let mut resolver = Resolver::new(set);
+        batch.add_event(set, &mut resolver, taken, &updates, TS)
+    }
+
+    fn counts(settled: &Settled) -> Vec<(Outcome, u64)> {
+        settled
+            .outcomes
+            .iter()
+            .map(|(_, _, o, n)| (*o, *n))
+            .collect()
+    }
+
+    fn report(set: &BoardSet) -> FlushReport {
+        FlushReport {
+            boards: vec![Default::default(); set.boards.len()],
+            ..FlushReport::default()
+        }
+    }
+
+    #[test]
+    fn a_revoked_partition_takes_its_counts_and_lags_with_it() {
+        let set = boards();
+        let mut batch = Batch::default();
+        for offset in 0..3 {
+            gift(&mut batch, &set, 0, offset);
+            gift(&mut batch, &set, 1, offset);
+        }
+        batch.count(
+            batch.part_index[&(Arc::from("t"), 1)],
+            None,
+            Outcome::Invalid,
+        );
+        batch.drop_partitions(&[(Arc::from("t"), 1)]);
+        let settled = batch.settle(&report(&set));
+        // Only partition 0's three events: the next owner of partition 1
+        // counts its four messages.
+        assert_eq!(counts(&settled), vec![(Outcome::Applied, 3)]);
+        assert_eq!(settled.applied_ts.len(), 3);
+    }
+
+    #[test]
+    fn an_event_one_view_took_is_applied_though_its_window_updates_were_late() {
+        let set = boards();
+        let mut batch = Batch::default();
+        gift(&mut batch, &set, 0, 0);
+        let recent = batch.instances.iter().position(|i| i.board == 1).unwrap() as u32;
+        let mut r = report(&set);
+        // The script's cutoff passed the bucket on both views of `recent`,
+        // but `fans` took its updates: the event is applied.
+        let bucket_end = batch.instances[recent as usize].updates[0].bucket_end;
+        r.late_cutoffs.insert(recent, vec![bucket_end]);
+        assert_eq!(counts(&batch.settle(&r)), vec![(Outcome::Applied, 1)]);
+        // Every instance found it late: late, and no lag sample.
+        for (i, inst) in batch.instances.iter().enumerate() {
+            let cutoffs = inst
+                .views
+                .iter()
+                .map(|v| {
+                    if v.window_ms.is_some() {
+                        bucket_end
+                    } else {
+                        -1
+                    }
+                })
+                .collect();
+            r.late_cutoffs.insert(i as u32, cutoffs);
+        }
+        let settled = batch.settle(&r);
+        let fans_period_is_not_late = batch
+            .instances
+            .iter()
+            .any(|i| i.views.iter().any(|v| v.window_ms.is_none()));
+        assert!(fans_period_is_not_late, "the all-time view is never late");
+        assert_eq!(counts(&settled), vec![(Outcome::Applied, 1)]);
+    }
+
+    #[test]
+    fn late_only_when_no_view_took_the_event() {
+        let set = boards();
+        let mut batch = Batch::default();
+        gift(&mut batch, &set, 0, 0);
+        gift(&mut batch, &set, 0, 1);
+        let recent = batch.instances.iter().position(|i| i.board == 1).unwrap();
+        // Drop the instances other than `recent` to look at one board.
+        let bucket_end = batch.instances[recent].updates[0].bucket_end;
+        let mut r = report(&set);
+        for (i, _) in batch.instances.iter().enumerate() {
+            r.late_cutoffs.insert(i as u32, vec![bucket_end; 2]);
+        }
+        batch.instances.retain(|i| i.board == 1);
+        let settled = batch.settle(&r);
+        assert_eq!(counts(&settled), vec![(Outcome::Late, 2)]);
+        assert!(settled.applied_ts.is_empty());
+    }
+
+    #[test]
+    fn events_the_fences_showed_applied_are_not_counted_again() {
+        let set = boards();
+        let mut batch = Batch::default();
+        for offset in 0..4 {
+            gift(&mut batch, &set, 0, offset);
+        }
+        let mut r = report(&set);
+        // Another consumer applied offsets up to 1 on every instance.
+        for i in 0..batch.instances.len() as u32 {
+            r.fenced.insert(i, HashMap::from([(0u16, 1i64)]));
+        }
+        assert_eq!(counts(&batch.settle(&r)), vec![(Outcome::Applied, 2)]);
+        // On one instance only: every event still changed a board here.
+        r.fenced.retain(|i, _| *i == 0);
+        assert_eq!(counts(&batch.settle(&r)), vec![(Outcome::Applied, 4)]);
+    }
+
+    #[test]
+    fn filtered_and_invalid_counts_are_kept_per_topic_and_type() {
+        let set = boards();
+        let mut batch = Batch::default();
+        gift(&mut batch, &set, 0, 0);
+        let topic: Arc<str> = Arc::from("t");
+        let part = batch.take_message(&topic, 0, 1);
+        batch.count(part, None, Outcome::Invalid);
+        let settled = batch.settle(&report(&set));
+        assert_eq!(
+            settled.outcomes,
+            vec![
+                (topic.clone(), None, Outcome::Invalid, 1),
+                (topic, Some(EventType::Gift), Outcome::Applied, 1),
+            ]
+        );
     }
 }

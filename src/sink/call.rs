@@ -56,12 +56,16 @@ pub struct Call {
 }
 
 /// Counts of one instance from a reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Counts {
     pub applied: u64,
     pub evicted: u64,
     pub overflow: u64,
+    /// Window updates found late (their bucket had left the window).
     pub late: u64,
+    /// When `late` is not 0: the cutoff the script used per view (buckets
+    /// ending at or before it are late; -1 for periods), else empty.
+    pub cutoffs: Vec<i64>,
 }
 
 /// A decoded reply of the apply script.
@@ -100,14 +104,25 @@ impl Reply {
             1 => {
                 let mut counts = Vec::new();
                 let mut i = 2;
-                while i + 3 < items.len() {
+                while i + 4 < items.len() {
+                    let Some(redis::Value::Array(cuts)) = items.get(i + 4) else {
+                        return None;
+                    };
+                    let cutoffs = cuts
+                        .iter()
+                        .map(|c| match c {
+                            redis::Value::Int(n) => Some(*n),
+                            _ => None,
+                        })
+                        .collect::<Option<Vec<i64>>>()?;
                     counts.push(Counts {
                         applied: int(i)? as u64,
                         evicted: int(i + 1)? as u64,
                         overflow: int(i + 2)? as u64,
                         late: int(i + 3)? as u64,
+                        cutoffs,
                     });
-                    i += 4;
+                    i += 5;
                 }
                 Some(Reply::Done {
                     more: int(1)? != 0,

@@ -47,6 +47,13 @@ pub struct FlushReport {
     pub conflicts: u64,
     /// Some window eviction stopped at its budget.
     pub more_trim: bool,
+    /// Fences learnt from conflicts: batch instance → partition index →
+    /// highest offset already applied (those updates were left out).
+    pub fenced: HashMap<u32, HashMap<u16, i64>>,
+    /// Batch instances whose call found updates late: the cutoff the
+    /// script used per view (in the instance's view order), so the late
+    /// updates can be told from the others.
+    pub late_cutoffs: HashMap<u32, Vec<i64>>,
 }
 
 impl FlushReport {
@@ -57,12 +64,15 @@ impl FlushReport {
         }
     }
 
-    fn add(&mut self, board: usize, n: call::Counts) {
-        let c = &mut self.boards[board];
+    fn add(&mut self, member: &call::Member, n: call::Counts) {
+        let c = &mut self.boards[member.board];
         c.applied += n.applied;
         c.evicted += n.evicted;
         c.overflow += n.overflow;
         c.late += n.late;
+        if n.late > 0 {
+            self.late_cutoffs.insert(member.instance, n.cutoffs);
+        }
     }
 }
 
@@ -171,7 +181,7 @@ pub async fn apply_batch(
                 Some(Reply::Done { more, counts }) => {
                     report.more_trim |= more;
                     for (m, n) in c.members.iter().zip(counts) {
-                        report.add(m.board, n);
+                        report.add(m, n);
                     }
                 }
                 None => {
@@ -201,6 +211,7 @@ pub async fn apply_batch(
             // Not acknowledged before the replicas have it (when asked):
             // a failover then cannot take back what was acknowledged.
             store.wait_replicated().await?;
+            report.fenced = fences;
             return Ok(report);
         }
         tracing::debug!(

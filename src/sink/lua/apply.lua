@@ -27,7 +27,10 @@
 --       (ts unless the instance is a plain sum: agg "sum", tie "n", no window;
 --        bucket_end for windows)
 --
--- Reply {1, more, {applied, evicted, overflow, late} x ninstances}
+-- Reply {1, more, {applied, evicted, overflow, late, cutoffs} x ninstances}
+--       (cutoffs: when late > 0, the cutoff each view used, in view order,
+--        -1 for periods, so the caller can tell which events were late;
+--        otherwise empty)
 --    or {0, {instance, field, fence} x conflicts} when groups reach their
 --       fence (already applied, in part or in full); then nothing at all
 --       was written.
@@ -472,6 +475,11 @@ for i = 1, #instances do
   reply[#reply + 1] = evicted
   reply[#reply + 1] = overflow
   reply[#reply + 1] = late
+  local cutoffs = {}
+  if late > 0 then
+    for v = 1, #views do cutoffs[v] = views[v].cutoff or -1 end
+  end
+  reply[#reply + 1] = cutoffs
   if evict_more then more = 1 end
 end
 reply[2] = more

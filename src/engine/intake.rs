@@ -1,0 +1,124 @@
+//! Taking one message into the batch being built: decode it, check its
+//! time against the clock, run the board rules, add its updates and count
+//! it; a message that fails any step becomes a dead letter.
+
+use std::sync::Arc;
+
+use rdkafka::Message;
+
+use crate::board::BoardSet;
+use crate::board::resolve::Resolver;
+use crate::deadletter::DeadLetter;
+use crate::event::{Decoder, EventType};
+use crate::rules;
+use crate::sink::batch::{Batch, Outcome, Taken};
+use crate::telemetry::DlqReason;
+
+pub struct Intake {
+    boards: Arc<BoardSet>,
+    decoder: Arc<Decoder>,
+    resolver: Resolver,
+    /// Topic names seen, shared by every message of the topic.
+    topics: Vec<Arc<str>>,
+    /// Longest payload copied into a dead letter.
+    max_event_bytes: usize,
+    /// Dead letters go to a topic, so they keep their payloads.
+    keep_payloads: bool,
+}
+
+/// Why a message is rejected, and what is known of it.
+struct Rejection {
+    part: u16,
+    kind: Option<EventType>,
+    reason: DlqReason,
+    detail: String,
+}
+
+impl Intake {
+    pub fn new(
+        boards: Arc<BoardSet>,
+        decoder: Arc<Decoder>,
+        max_event_bytes: usize,
+        keep_payloads: bool,
+    ) -> Intake {
+        Intake {
+            resolver: Resolver::new(&boards),
+            boards,
+            decoder,
+            topics: Vec::new(),
+            max_event_bytes,
+            keep_payloads,
+        }
+    }
+
+    fn intern(&mut self, topic: &str) -> Arc<str> {
+        if let Some(t) = self.topics.iter().find(|t| t.as_ref() == topic) {
+            return t.clone();
+        }
+        let t: Arc<str> = Arc::from(topic);
+        self.topics.push(t.clone());
+        t
+    }
+
+    /// Decodes one message read at clock `now` and adds it to `batch`.
+    pub fn take<M: Message>(&mut self, batch: &mut Batch, msg: &M, now: i64) {
+        let topic = self.intern(msg.topic());
+        let part = batch.take_message(&topic, msg.partition(), msg.offset());
+        let reject = |kind, reason, detail| Rejection {
+            part,
+            kind,
+            reason,
+            detail,
+        };
+        let event = match self.decoder.decode(msg.payload().unwrap_or(&[])) {
+            Ok(e) => e,
+            Err(e) => {
+                return self.reject(batch, &topic, msg, reject(None, e.reason(), e.to_string()));
+            }
+        };
+        let skew = self.boards.future_skew_ms;
+        if event.ts > now.saturating_add(skew) {
+            let detail = format!(
+                "event time {} is {} ms ahead of the clock (max_future_skew is {skew} ms)",
+                event.ts,
+                event.ts - now,
+            );
+            let why = reject(Some(event.kind), DlqReason::FutureTs, detail);
+            return self.reject(batch, &topic, msg, why);
+        }
+        let mut updates = Vec::new();
+        if let Err(e) = rules::evaluate(&self.boards, &event, &mut updates) {
+            let why = reject(Some(event.kind), e.reason(), e.to_string());
+            return self.reject(batch, &topic, msg, why);
+        }
+        let taken = Taken {
+            part,
+            offset: msg.offset(),
+            ts: event.ts,
+            kind: event.kind,
+        };
+        batch.add_event(&self.boards, &mut self.resolver, taken, &updates, now);
+    }
+
+    fn reject<M: Message>(&self, batch: &mut Batch, topic: &Arc<str>, msg: &M, why: Rejection) {
+        batch.count(why.part, why.kind, Outcome::Invalid);
+        tracing::debug!(topic = %topic, partition = msg.partition(), offset = msg.offset(), reason = %why.reason, detail = %why.detail, "Invalid event skipped.");
+        // Kept for the dead-letter topic, up to the size limit (the source
+        // coordinates find the rest).
+        let payload = if self.keep_payloads {
+            let p = msg.payload().unwrap_or(&[]);
+            p[..p.len().min(self.max_event_bytes)].to_vec()
+        } else {
+            Vec::new()
+        };
+        batch.dead_letters.push(DeadLetter {
+            topic: topic.clone(),
+            partition: msg.partition(),
+            offset: msg.offset(),
+            key: msg.key().map(<[u8]>::to_vec),
+            payload,
+            reason: why.reason,
+            detail: why.detail,
+        });
+    }
+}

@@ -1,0 +1,129 @@
+//! Which partitions this consumer holds and in what state: assigned,
+//! waiting for their resume position from Redis (kept paused until it is
+//! known), paused for backpressure, and the generation that tells a
+//! position lookup's answer from a stale one. Pure bookkeeping: the loop
+//! makes the consumer calls.
+
+use std::collections::HashSet;
+
+use rdkafka::Offset;
+
+use crate::source::TopicPartition;
+
+/// Where each partition of a lookup restarts: the position recorded in
+/// Redis, or the lookup's fallback (`None`: where Kafka has it).
+pub type ResumeAt = Vec<(TopicPartition, Option<Offset>)>;
+
+#[derive(Debug, Default)]
+pub struct Partitions {
+    assigned: HashSet<TopicPartition>,
+    /// Assigned partitions kept paused until their resume position is known.
+    awaiting: HashSet<TopicPartition>,
+    /// Fetching is paused for backpressure.
+    paused: bool,
+    /// Bumped per assignment (and rewind), so late lookups are ignored.
+    generation: u64,
+}
+
+impl Partitions {
+    /// Newly assigned partitions (paused by the rebalance callback): they
+    /// await their positions. Returns the lookup's generation.
+    pub fn assign(&mut self, parts: &[TopicPartition]) -> u64 {
+        self.assigned.extend(parts.iter().cloned());
+        self.awaiting.extend(parts.iter().cloned());
+        self.generation += 1;
+        self.generation
+    }
+
+    pub fn revoke(&mut self, parts: &[TopicPartition]) {
+        for p in parts {
+            self.assigned.remove(p);
+            self.awaiting.remove(p);
+        }
+    }
+
+    /// Every assigned partition awaits its position again. Returns the
+    /// lookup's generation and the partitions (to pause and look up).
+    pub fn rewind(&mut self) -> (u64, Vec<TopicPartition>) {
+        let parts: Vec<TopicPartition> = self.assigned.iter().cloned().collect();
+        self.awaiting.extend(parts.iter().cloned());
+        self.generation += 1;
+        (self.generation, parts)
+    }
+
+    /// A lookup's answer: the partitions of it that still await their
+    /// position (no longer awaiting from now on), or nothing when a newer
+    /// assignment or rewind asked again (its answer counts).
+    pub fn resumed(&mut self, generation: u64, offsets: ResumeAt) -> ResumeAt {
+        if generation != self.generation {
+            return Vec::new();
+        }
+        offsets
+            .into_iter()
+            .filter(|(p, _)| self.awaiting.remove(p))
+            .collect()
+    }
+
+    /// Partitions that fetch unless paused: assigned and positioned.
+    pub fn fetching(&self) -> Vec<TopicPartition> {
+        self.assigned.difference(&self.awaiting).cloned().collect()
+    }
+
+    pub fn is_assigned(&self, part: &TopicPartition) -> bool {
+        self.assigned.contains(part)
+    }
+
+    pub fn assigned_count(&self) -> usize {
+        self.assigned.len()
+    }
+
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+
+    pub fn set_paused(&mut self, paused: bool) {
+        self.paused = paused;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn tp(p: i32) -> TopicPartition {
+        (Arc::from("t"), p)
+    }
+
+    #[test]
+    fn a_stale_lookup_is_ignored_and_a_current_one_resumes_once() {
+        let mut parts = Partitions::default();
+        let first = parts.assign(&[tp(0), tp(1)]);
+        let second = parts.assign(&[tp(2)]);
+        assert!(parts.fetching().is_empty());
+        assert!(
+            parts
+                .resumed(first, vec![(tp(0), Some(Offset::Offset(5)))])
+                .is_empty()
+        );
+        let answer = vec![(tp(0), Some(Offset::Offset(5))), (tp(2), None)];
+        assert_eq!(parts.resumed(second, answer.clone()), answer);
+        assert!(parts.resumed(second, answer).is_empty(), "only once");
+        let mut fetching = parts.fetching();
+        fetching.sort();
+        assert_eq!(fetching, vec![tp(0), tp(2)]);
+    }
+
+    #[test]
+    fn a_rewind_makes_every_assigned_partition_wait_and_a_revoke_forgets() {
+        let mut parts = Partitions::default();
+        let g = parts.assign(&[tp(0), tp(1)]);
+        parts.resumed(g, vec![(tp(0), None), (tp(1), None)]);
+        parts.revoke(&[tp(1)]);
+        let (g2, waiting) = parts.rewind();
+        assert_eq!(waiting, vec![tp(0)]);
+        assert!(g2 > g);
+        assert!(parts.fetching().is_empty());
+        assert!(!parts.is_assigned(&tp(1)));
+    }
+}

@@ -1,0 +1,135 @@
+//! The consumer loop's two narrow interfaces: [`Source`], the few calls it
+//! makes on the Kafka consumer (the messages themselves arrive as a stream
+//! handed to the loop), and [`Sink`], which flushes batches and reads the
+//! partition positions recorded in Redis. The real ones are the librdkafka
+//! consumer and the [`Flusher`]; the loop's unit tests use fakes, so the
+//! loop logic is tested without servers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rdkafka::Offset;
+use rdkafka::consumer::{CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::flush::{Flushed, Flusher};
+use crate::sink::batch::Batch;
+use crate::sink::positions;
+use crate::source::{KafkaConsumer, TopicPartition, offsets_list};
+
+/// What the loop asks of the Kafka consumer.
+pub trait Source: Send + Sync + 'static {
+    /// Stops fetching the partitions (polling goes on).
+    fn pause(&self, parts: &[TopicPartition]) -> Result<(), KafkaError>;
+    fn resume(&self, parts: &[TopicPartition]) -> Result<(), KafkaError>;
+    /// Moves a partition's fetch position (asynchronously).
+    fn seek(&self, part: &TopicPartition, at: Offset) -> Result<(), KafkaError>;
+    /// Stores the next offsets to commit, as (topic, partition, offset).
+    fn store_offsets(&self, offsets: &[(Arc<str>, i32, i64)]) -> Result<(), KafkaError>;
+    /// Commits the stored offsets synchronously (blocks: run it on a thread).
+    fn commit(&self) -> Result<(), KafkaError>;
+    /// Reports an error of the message stream; true when health should
+    /// hear of it (the reports are rate limited).
+    fn stream_error(&self, error: &KafkaError) -> bool;
+}
+
+fn list(parts: &[TopicPartition]) -> rdkafka::TopicPartitionList {
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for (t, p) in parts {
+        tpl.add_partition(t, *p);
+    }
+    tpl
+}
+
+impl Source for KafkaConsumer {
+    fn pause(&self, parts: &[TopicPartition]) -> Result<(), KafkaError> {
+        Consumer::pause(self, &list(parts))
+    }
+
+    fn resume(&self, parts: &[TopicPartition]) -> Result<(), KafkaError> {
+        Consumer::resume(self, &list(parts))
+    }
+
+    fn seek(&self, (topic, partition): &TopicPartition, at: Offset) -> Result<(), KafkaError> {
+        // No timeout: the fetcher restarts there on its own.
+        Consumer::seek(self, topic, *partition, at, Duration::ZERO)
+    }
+
+    fn store_offsets(&self, offsets: &[(Arc<str>, i32, i64)]) -> Result<(), KafkaError> {
+        Consumer::store_offsets(
+            self,
+            &offsets_list(offsets.iter().map(|(t, p, o)| (t, *p, *o))),
+        )
+    }
+
+    fn commit(&self) -> Result<(), KafkaError> {
+        self.commit_consumer_state(CommitMode::Sync)
+    }
+
+    fn stream_error(&self, error: &KafkaError) -> bool {
+        // The client callbacks see the same errors; one rate-limited
+        // reporter writes the lines.
+        self.context().reports.error(error, "consumer stream")
+    }
+}
+
+/// Partition → the position recorded in Redis (absent when it has none).
+pub type Positions = HashMap<TopicPartition, i64>;
+
+/// What the loop asks of the Redis side.
+pub trait Sink: Send + Sync + 'static {
+    /// Spawns the flush of `batch` after the flush that `previous` reports
+    /// on; the receiver returned tells the next flush whether this one was
+    /// applied (see [`Flusher::start`]).
+    fn start(
+        &self,
+        batch: Batch,
+        previous: Option<oneshot::Receiver<bool>>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> (JoinHandle<Flushed>, oneshot::Receiver<bool>);
+    /// The store's epoch: it changes when Redis lost state.
+    fn epoch(&self) -> u64;
+    /// Reads the positions recorded for `parts`.
+    fn positions(
+        &self,
+        parts: Vec<TopicPartition>,
+    ) -> BoxFuture<'static, Result<Positions, String>>;
+    /// Whether dead letters go to a topic (and so keep their payloads).
+    fn keeps_payloads(&self) -> bool;
+}
+
+impl Sink for Flusher {
+    fn start(
+        &self,
+        batch: Batch,
+        previous: Option<oneshot::Receiver<bool>>,
+        shutdown: &watch::Receiver<bool>,
+    ) -> (JoinHandle<Flushed>, oneshot::Receiver<bool>) {
+        Flusher::start(self, batch, previous, shutdown)
+    }
+
+    fn epoch(&self) -> u64 {
+        self.store.epoch()
+    }
+
+    fn positions(
+        &self,
+        parts: Vec<TopicPartition>,
+    ) -> BoxFuture<'static, Result<Positions, String>> {
+        let store = self.store.clone();
+        let prefix = self.boards.key_prefix.clone();
+        Box::pin(async move {
+            positions::load(&store, &prefix, &parts)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn keeps_payloads(&self) -> bool {
+        self.dead_letters.is_some()
+    }
+}

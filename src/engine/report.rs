@@ -1,0 +1,63 @@
+//! What an acknowledged batch reports: its settled outcome counts (see
+//! [`Batch::settle`]), what it wrote per board, the ranges the fences
+//! skipped, its invalid events, its size and time, and its events' lags.
+//! Once per batch, through `telemetry::events`.
+
+use std::time::Duration;
+
+use crate::board::BoardSet;
+use crate::sink::FlushReport;
+use crate::sink::batch::Batch;
+use crate::telemetry::events;
+
+/// Emits all of a batch's metrics and log lines.
+pub fn emit_batch(
+    boards: &BoardSet,
+    batch: &Batch,
+    report: &FlushReport,
+    took: Duration,
+    now: i64,
+) {
+    let settled = batch.settle(report);
+    for (topic, kind, outcome, count) in &settled.outcomes {
+        events::EventsCounted {
+            topic,
+            kind: kind.map_or("unknown", |k| k.name()),
+            outcome: *outcome,
+            count: *count,
+        }
+        .emit();
+    }
+    for (i, c) in report.boards.iter().enumerate() {
+        events::BoardWritten {
+            board: &boards.boards[i].name,
+            updates: c.applied,
+            evicted: c.evicted,
+            overflow: c.overflow,
+        }
+        .emit();
+    }
+    events::DuplicatesSkipped {
+        ranges: report.conflicts,
+    }
+    .emit();
+    if let Some(first) = batch.dead_letters.first() {
+        events::InvalidSkipped {
+            count: batch.dead_letters.len(),
+            first_reason: first.reason,
+            first_detail: &first.detail,
+            first_source: format!("{}/{}/{}", first.topic, first.partition, first.offset),
+        }
+        .emit();
+    }
+    events::BatchFlushed {
+        messages: batch.messages,
+        took,
+    }
+    .emit();
+    events::EventLags {
+        now_ms: now,
+        event_ts: &settled.applied_ts,
+    }
+    .emit();
+}

@@ -1,0 +1,311 @@
+//! The consumer loop itself: one `select!` over shutdown, rebalances,
+//! position lookups, finished flushes, the batch timer and the message
+//! stream, each handled by a short method that moves the parts (flush
+//! queue, partition tracker, backpressure, intake) and makes the consumer
+//! calls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use rdkafka::Message;
+use rdkafka::Offset;
+use rdkafka::error::KafkaResult;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinError;
+use tokio::time::Instant;
+
+use super::backpressure::{Backpressure, PAUSE_AFTER, Step};
+use super::flush::Flushed;
+use super::intake::Intake;
+use super::partitions::{Partitions, ResumeAt};
+use super::port::{Sink, Source};
+use super::queue::FlushQueue;
+use super::resume::{self, Resume};
+use super::{Engine, backlog_limit, report};
+use crate::board::BoardSet;
+use crate::clock::SharedClock;
+use crate::health::Health;
+use crate::sink::FlushReport;
+use crate::sink::batch::Batch;
+use crate::source::RebalanceEvent;
+
+pub(super) struct ConsumerLoop<Src: Source, Snk: Sink> {
+    pub(super) source: Arc<Src>,
+    pub(super) sink: Arc<Snk>,
+    boards: Arc<BoardSet>,
+    clock: SharedClock,
+    pub(super) health: Arc<Health>,
+    trim_wanted: Arc<Notify>,
+    intake: Intake,
+    pub(super) queue: FlushQueue,
+    pub(super) partitions: Partitions,
+    backpressure: Backpressure,
+    /// The store's epoch last seen; a change means Redis lost state.
+    epoch: u64,
+    rebalances: UnboundedReceiver<RebalanceEvent>,
+    resume_tx: UnboundedSender<Resume>,
+    resumes: UnboundedReceiver<Resume>,
+    pub(super) shutdown: watch::Receiver<bool>,
+}
+
+impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
+    pub(super) fn new(engine: Engine<Src, Snk>, shutdown: watch::Receiver<bool>) -> Self {
+        let sink = Arc::new(engine.flusher);
+        let (resume_tx, resumes) = tokio::sync::mpsc::unbounded_channel();
+        let intake = Intake::new(
+            engine.boards.clone(),
+            engine.decoder,
+            engine.max_event_bytes,
+            sink.keeps_payloads(),
+        );
+        ConsumerLoop {
+            source: engine.consumer,
+            epoch: sink.epoch(),
+            sink,
+            boards: engine.boards,
+            clock: engine.clock,
+            health: engine.health,
+            trim_wanted: engine.trim_wanted,
+            intake,
+            queue: FlushQueue::new(
+                engine.batch.max_events,
+                Duration::from_millis(engine.batch.max_delay_ms),
+            ),
+            partitions: Partitions::default(),
+            backpressure: Backpressure::new(backlog_limit(engine.batch.max_events)),
+            rebalances: engine.rebalances,
+            resume_tx,
+            resumes,
+            shutdown,
+        }
+    }
+
+    /// Runs until shutdown; then drains the batches in hand and commits.
+    pub(super) async fn run<M, St>(mut self, mut messages: St)
+    where
+        M: Message,
+        St: Stream<Item = Vec<KafkaResult<M>>> + Unpin,
+    {
+        let timer = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(timer);
+        let mut armed: Option<Instant> = None;
+        let mut stop = self.shutdown.clone();
+        self.health.set_consuming(true);
+        loop {
+            self.queue.start_flushes(&*self.sink, &self.shutdown);
+            self.apply_backpressure();
+            let take_messages = self.backpressure.takes_messages(self.partitions.paused());
+            let deadline = self.queue.deadline();
+            if deadline != armed {
+                if let Some(at) = deadline {
+                    timer.as_mut().reset(at);
+                }
+                armed = deadline;
+            }
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                Some(ev) = self.rebalances.recv() => self.on_rebalance(ev),
+                Some(r) = self.resumes.recv() => self.on_resume(r),
+                done = self.queue.next_done(), if self.queue.has_inflight() => self.on_flush_done(done),
+                () = &mut timer, if armed.is_some() => {
+                    armed = None;
+                    self.queue.timer_fired();
+                }
+                _ = tokio::time::sleep(PAUSE_AFTER), if !take_messages => {}
+                Some(chunk) = messages.next(), if take_messages => self.take_chunk(chunk).await,
+            }
+        }
+        self.drain().await;
+        self.health.set_consuming(false);
+    }
+
+    fn apply_backpressure(&mut self) {
+        match self
+            .backpressure
+            .observe(self.queue.backlog(), self.partitions.paused())
+        {
+            Step::Pause => self.set_paused(true),
+            Step::Resume => self.set_paused(false),
+            Step::Nothing => {}
+        }
+    }
+
+    /// Takes a chunk of fetched messages into the building batch.
+    async fn take_chunk<M: Message>(&mut self, chunk: Vec<KafkaResult<M>>) {
+        // One clock reading per chunk: the chunk was fetched at once.
+        let now = self.clock.now_ms();
+        for msg in chunk {
+            match msg {
+                Ok(m) => self.intake.take(self.queue.building(), &m, now),
+                Err(e) => {
+                    if self.source.stream_error(&e) {
+                        self.health.kafka_failed(&e.to_string());
+                    }
+                }
+            }
+            self.queue.message_taken();
+        }
+        // librdkafka's stream is always ready while messages are buffered
+        // and does not count against tokio's budget, so without a yield
+        // this task would keep its worker and starve the flush task it
+        // spawned (which waits in that worker's LIFO slot, where no other
+        // worker can take it).
+        tokio::task::yield_now().await;
+    }
+
+    /// Pauses or resumes fetching of the assigned partitions (those still
+    /// waiting for their resume position stay paused either way).
+    fn set_paused(&mut self, pause: bool) {
+        let parts = self.partitions.fetching();
+        let result = if pause {
+            self.source.pause(&parts)
+        } else {
+            self.source.resume(&parts)
+        };
+        let partitions = self.partitions.assigned_count();
+        match result {
+            Ok(()) => {
+                self.partitions.set_paused(pause);
+                if pause {
+                    tracing::info!(
+                        partitions,
+                        "Fetching paused: Redis has not taken the waiting batches for a while."
+                    );
+                } else {
+                    tracing::info!(partitions, "Fetching resumed.");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, pause, "Could not pause or resume partitions."),
+        }
+    }
+
+    fn on_rebalance(&mut self, ev: RebalanceEvent) {
+        match ev {
+            RebalanceEvent::Assigned(parts) => {
+                // The rebalance callback paused them: they start reading
+                // where Redis says once that is known.
+                let generation = self.partitions.assign(&parts);
+                self.look_up(generation, parts.into_iter().map(|p| (p, None)).collect());
+            }
+            RebalanceEvent::Revoked(parts) => {
+                self.partitions.revoke(&parts);
+                self.queue.drop_partitions(&parts);
+            }
+        }
+    }
+
+    fn look_up(&self, generation: u64, parts: ResumeAt) {
+        resume::look_up(
+            self.sink.clone(),
+            generation,
+            parts,
+            self.resume_tx.clone(),
+            self.shutdown.clone(),
+        );
+    }
+
+    /// Seeks the partitions that waited for their positions and lets them fetch.
+    fn on_resume(&mut self, resume: Resume) {
+        let ready = self.partitions.resumed(resume.generation, resume.offsets);
+        let mut fetch = Vec::with_capacity(ready.len());
+        for (part, at) in ready {
+            if let Some(at) = at {
+                match self.source.seek(&part, at) {
+                    Ok(()) => tracing::info!(
+                        topic = %part.0,
+                        partition = part.1,
+                        offset = ?at,
+                        "Partition resumes at the position recorded in Redis (the log start if Redis has none after losing state)."
+                    ),
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        topic = %part.0,
+                        partition = part.1,
+                        offset = ?at,
+                        "Could not move to the resume position; reading from Kafka's committed offset."
+                    ),
+                }
+            }
+            fetch.push(part);
+        }
+        if !self.partitions.paused()
+            && !fetch.is_empty()
+            && let Err(e) = self.source.resume(&fetch)
+        {
+            tracing::warn!(error = %e, "Could not resume partitions.");
+        }
+    }
+
+    fn on_flush_done(&mut self, done: Result<Flushed, JoinError>) {
+        let lost = match done {
+            Ok(Flushed::Applied(batch, report, took)) => {
+                self.on_flushed(&batch, &report, took);
+                false
+            }
+            Ok(Flushed::Abandoned) => false,
+            Ok(Flushed::LostState(_)) => {
+                // Not applied: it is read again with the rest. The flush
+                // behind it gives up (it waits for this one), so the chain
+                // starts afresh.
+                self.queue.break_chain();
+                true
+            }
+            Err(e) => {
+                // Its batch was not applied and the flush behind it gives
+                // up too: read everything again.
+                tracing::error!(error = %e, "A flush task failed unexpectedly; re-reading from the positions in Redis.");
+                self.queue.break_chain();
+                true
+            }
+        };
+        let epoch = self.sink.epoch();
+        if lost || epoch != self.epoch {
+            self.epoch = epoch;
+            // The flushes behind this one give up on their own (each waits
+            // for the one before it).
+            self.rewind();
+        }
+    }
+
+    /// Redis lost state (restart without its last writes, or a failover):
+    /// drop the batches not yet sent and read every assigned partition again
+    /// from the position Redis now has. The fences skip whatever Redis kept.
+    fn rewind(&mut self) {
+        self.queue.discard_unsent();
+        let (generation, parts) = self.partitions.rewind();
+        if let Err(e) = self.source.pause(&parts) {
+            tracing::warn!(error = %e, "Could not pause partitions for the rewind.");
+        }
+        tracing::warn!(
+            partitions = parts.len(),
+            "Redis lost state (its script cache was empty or its run id changed); re-reading every partition from the position Redis has."
+        );
+        // A partition Redis has no position for lost everything it had (or
+        // never had any): it is read again from the beginning of the log,
+        // and the fences skip whatever Redis still has.
+        let parts = parts.into_iter().map(|p| (p, Some(Offset::Beginning)));
+        self.look_up(generation, parts.collect());
+    }
+
+    /// After Redis acknowledged a batch: store the offsets of the
+    /// partitions still assigned, emit its metrics.
+    pub(super) fn on_flushed(&mut self, batch: &Batch, report: &FlushReport, took: Duration) {
+        let offsets: Vec<_> = batch
+            .commit_offsets()
+            .filter(|(t, p, _)| self.partitions.is_assigned(&((*t).clone(), *p)))
+            .map(|(t, p, o)| (t.clone(), p, o))
+            .collect();
+        if !offsets.is_empty()
+            && let Err(e) = self.source.store_offsets(&offsets)
+        {
+            tracing::debug!(error = %e, "Could not store offsets (partition revoked meanwhile); the next owner re-reads them and the fences skip them.");
+        }
+        report::emit_batch(&self.boards, batch, report, took, self.clock.now_ms());
+        if report.more_trim {
+            self.trim_wanted.notify_one();
+        }
+    }
+}
