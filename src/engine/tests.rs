@@ -1,1 +1,475 @@
+//! The consumer loop without servers: a fake consumer that records the
+//! calls made on it, a fake sink whose flushes finish when the test says,
+//! messages fed through a channel, and tokio's paused clock.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rdkafka::Offset;
+use rdkafka::error::{KafkaError, KafkaResult};
+use rdkafka::message::{OwnedMessage, Timestamp};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::port::{Positions, Sink, Source};
+use super::{Engine, Flushed};
+use crate::board::BoardSet;
+use crate::clock::ManualClock;
+use crate::config::{BatchConfig, Config};
+use crate::event::Decoder;
+use crate::sink::FlushReport;
+use crate::sink::batch::{Batch, Outcome};
+use crate::source::{RebalanceEvent, TopicPartition};
+
+const TS: i64 = 1_763_700_000_000;
+
+/// A call the loop made on the consumer.
+#[derive(Debug, Clone, PartialEq)]
+enum Call {
+    Pause(Vec<TopicPartition>),
+    Resume(Vec<TopicPartition>),
+    Seek(TopicPartition, Offset),
+    Store(Vec<(Arc<str>, i32, i64)>),
+    Commit,
+}
+
+#[derive(Default)]
+struct FakeSource {
+    calls: Mutex<Vec<Call>>,
+}
+
+impl FakeSource {
+    fn record(&self, call: Call) -> Result<(), KafkaError> {
+        self.calls.lock().unwrap().push(call);
+        Ok(())
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// The stored offsets, in the order they were stored.
+    fn stored(&self) -> Vec<Vec<(Arc<str>, i32, i64)>> {
+        self.calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Store(o) => Some(o),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn sorted(parts: &[TopicPartition]) -> Vec<TopicPartition> {
+    let mut v = parts.to_vec();
+    v.sort();
+    v
+}
+
+impl Source for FakeSource {
+    fn pause(&self, parts: &[TopicPartition]) -> Result<(), KafkaError> {
+        self.record(Call::Pause(sorted(parts)))
+    }
+    fn resume(&self, parts: &[TopicPartition]) -> Result<(), KafkaError> {
+        self.record(Call::Resume(sorted(parts)))
+    }
+    fn seek(&self, part: &TopicPartition, at: Offset) -> Result<(), KafkaError> {
+        self.record(Call::Seek(part.clone(), at))
+    }
+    fn store_offsets(&self, offsets: &[(Arc<str>, i32, i64)]) -> Result<(), KafkaError> {
+        let mut o = offsets.to_vec();
+        o.sort();
+        self.record(Call::Store(o))
+    }
+    fn commit(&self) -> Result<(), KafkaError> {
+        self.record(Call::Commit)
+    }
+    fn stream_error(&self, _: &KafkaError) -> bool {
+        false
+    }
+}
+
+/// A flush the loop started; it finishes when the test says.
+struct Started {
+    messages: usize,
+    batch: Option<Batch>,
+    finish: Option<oneshot::Sender<Flushed>>,
+}
+
+#[derive(Default)]
+struct SinkState {
+    started: Mutex<Vec<Started>>,
+    epoch: AtomicU64,
+    positions: Mutex<Positions>,
+}
+
+#[derive(Clone, Default)]
+struct FakeSink(Arc<SinkState>);
+
+impl FakeSink {
+    /// Messages of each flush started so far.
+    fn sizes(&self) -> Vec<usize> {
+        let started = self.0.started.lock().unwrap();
+        started.iter().map(|s| s.messages).collect()
+    }
+
+    fn offsets(&self, flush: usize) -> Vec<(Arc<str>, i32, i64)> {
+        let started = self.0.started.lock().unwrap();
+        let batch = started[flush].batch.as_ref().unwrap();
+        batch
+            .commit_offsets()
+            .map(|(t, p, o)| (t.clone(), p, o))
+            .collect()
+    }
+
+    /// (partition, outcome, count) of what the batch of a flush holds.
+    fn outcomes(&self, flush: usize) -> Vec<(i32, Outcome, u64)> {
+        let started = self.0.started.lock().unwrap();
+        let batch = started[flush].batch.as_ref().unwrap();
+        let mut out = std::collections::BTreeMap::new();
+        for ((part, _, outcome), n) in &batch.outcomes {
+            *out.entry((batch.parts[*part as usize].partition, *outcome))
+                .or_insert(0) += *n;
+        }
+        for e in &batch.applied {
+            *out.entry((batch.parts[e.part as usize].partition, Outcome::Applied))
+                .or_insert(0) += 1;
+        }
+        out.into_iter().map(|((p, o), n)| (p, o, n)).collect()
+    }
+
+    /// Finishes flush `i` as applied (`Some`) or given up.
+    fn finish(&self, i: usize, applied: bool) {
+        let mut started = self.0.started.lock().unwrap();
+        let s = &mut started[i];
+        let flushed = if applied {
+            let batch = s.batch.take().unwrap();
+            Flushed::Applied(Box::new(batch), FlushReport::default(), Duration::ZERO)
+        } else {
+            Flushed::Abandoned
+        };
+        let _ = s.finish.take().unwrap().send(flushed);
+    }
+}
+
+impl Sink for FakeSink {
+    fn start(
+        &self,
+        batch: Batch,
+        _previous: Option<oneshot::Receiver<bool>>,
+        _shutdown: &watch::Receiver<bool>,
+    ) -> (JoinHandle<Flushed>, oneshot::Receiver<bool>) {
+        let (finish, finished) = oneshot::channel();
+        self.0.started.lock().unwrap().push(Started {
+            messages: batch.messages,
+            batch: Some(batch),
+            finish: Some(finish),
+        });
+        let handle = tokio::spawn(async move { finished.await.unwrap_or(Flushed::Abandoned) });
+        (handle, oneshot::channel().1)
+    }
+    fn epoch(&self) -> u64 {
+        self.0.epoch.load(Ordering::SeqCst)
+    }
+    fn positions(&self, _: Vec<TopicPartition>) -> BoxFuture<'static, Result<Positions, String>> {
+        let found = self.0.positions.lock().unwrap().clone();
+        Box::pin(async move { Ok(found) })
+    }
+    fn keeps_payloads(&self) -> bool {
+        false
+    }
+}
+
+type Chunk = Vec<KafkaResult<OwnedMessage>>;
+
+struct Harness {
+    source: Arc<FakeSource>,
+    sink: FakeSink,
+    messages: UnboundedSender<Chunk>,
+    rebalances: UnboundedSender<RebalanceEvent>,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+fn boards() -> BoardSet {
+    let text = r#"
+        [kafka]
+        brokers = "b"
+        topics = ["t"]
+        [redis]
+        url = "redis://x"
+        [[board]]
+        name = "fans"
+        event = "gift"
+        member = "sender_id"
+        score = "count"
+        periods = ["all"]
+    "#;
+    let config = Config::from_toml(text, std::path::Path::new("t.toml"), Vec::new()).unwrap();
+    BoardSet::compile(&config).unwrap()
+}
+
+fn tp(p: i32) -> TopicPartition {
+    (Arc::from("t"), p)
+}
+
+fn gift(partition: i32, offset: i64) -> KafkaResult<OwnedMessage> {
+    let json = serde_json::json!({
+        "type": "gift", "event_id": format!("e{partition}-{offset}"), "ts": TS,
+        "sender_id": "s", "receiver_id": "r", "gift_id": "g", "count": 1, "value": 1
+    });
+    Ok(OwnedMessage::new(
+        Some(json.to_string().into_bytes()),
+        None,
+        "t".into(),
+        Timestamp::NotAvailable,
+        partition,
+        offset,
+        None,
+    ))
+}
+
+/// Lets the loop (and the tasks it spawned) run for `ms` of paused time.
+async fn run_for(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+impl Harness {
+    /// A loop with partitions 0 and 1 of `t` assigned and positioned.
+    async fn start(max_events: usize, max_delay_ms: u64) -> Harness {
+        let source = Arc::new(FakeSource::default());
+        let sink = FakeSink::default();
+        let (messages, rx) = unbounded_channel::<Chunk>();
+        let (rebalances, rebalance_rx) = unbounded_channel();
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let engine = Engine {
+            boards: Arc::new(boards()),
+            decoder: Arc::new(Decoder::new(65536).unwrap()),
+            consumer: source.clone(),
+            rebalances: rebalance_rx,
+            clock: Arc::new(ManualClock::new(TS)),
+            health: Default::default(),
+            batch: BatchConfig {
+                max_events,
+                max_delay_ms,
+            },
+            max_event_bytes: 65536,
+            trim_wanted: Default::default(),
+            flusher: sink.clone(),
+        };
+        let mut rx = rx;
+        let stream = Box::pin(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+        let task = tokio::spawn(engine.run_on(stream, shutdown_rx));
+        let h = Harness {
+            source,
+            sink,
+            messages,
+            rebalances,
+            shutdown,
+            task,
+        };
+        h.rebalances
+            .send(RebalanceEvent::Assigned(vec![tp(0), tp(1)]))
+            .unwrap();
+        run_for(1).await;
+        assert_eq!(h.source.calls(), vec![Call::Resume(vec![tp(0), tp(1)])]);
+        h
+    }
+
+    async fn send(&self, messages: Vec<(i32, i64)>) {
+        let chunk = messages.into_iter().map(|(p, o)| gift(p, o)).collect();
+        self.messages.send(chunk).unwrap();
+        run_for(1).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_closes_when_full() {
+    let h = Harness::start(3, 10_000).await;
+    h.send((0..7).map(|o| (0, o)).collect()).await;
+    assert_eq!(
+        h.sink.sizes(),
+        vec![3, 3],
+        "two full batches start; one waits"
+    );
+    h.sink.finish(0, true);
+    run_for(1).await;
+    assert_eq!(
+        h.sink.sizes(),
+        vec![3, 3],
+        "the seventh message waits for its batch to fill or age"
+    );
+    h.send(vec![(0, 7), (0, 8)]).await;
+    assert_eq!(h.sink.sizes(), vec![3, 3, 3]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_closes_when_old_enough() {
+    let h = Harness::start(100, 200).await;
+    h.send(vec![(0, 0), (1, 0)]).await;
+    run_for(150).await;
+    h.send(vec![(0, 1)]).await;
+    assert!(h.sink.sizes().is_empty(), "not yet 200 ms old");
+    run_for(60).await;
+    assert_eq!(h.sink.sizes(), vec![3]);
+    // The timer starts again with the next batch's first message.
+    h.send(vec![(1, 1)]).await;
+    run_for(150).await;
+    assert_eq!(h.sink.sizes(), vec![3]);
+    run_for(60).await;
+    assert_eq!(h.sink.sizes(), vec![3, 1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_due_batch_keeps_growing_while_both_flush_slots_are_busy() {
+    let h = Harness::start(10, 100).await;
+    h.send((0..20).map(|o| (0, o)).collect()).await;
+    assert_eq!(h.sink.sizes(), vec![10, 10]);
+    h.send(vec![(1, 0)]).await;
+    run_for(150).await;
+    // Due, but no slot: it waits, and what arrives meanwhile joins it.
+    h.send(vec![(1, 1), (1, 2)]).await;
+    h.send(vec![(1, 3)]).await;
+    run_for(500).await;
+    assert_eq!(h.sink.sizes(), vec![10, 10]);
+    h.sink.finish(0, true);
+    run_for(1).await;
+    assert_eq!(
+        h.sink.sizes(),
+        vec![10, 10, 4],
+        "the due batch starts as soon as a slot is free"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn acknowledgements_stay_in_order_when_flushes_finish_out_of_order() {
+    let h = Harness::start(2, 10_000).await;
+    h.send(vec![(0, 0), (0, 1), (0, 2), (1, 0)]).await;
+    assert_eq!(h.sink.sizes(), vec![2, 2]);
+    h.sink.finish(1, true);
+    run_for(50).await;
+    assert!(
+        h.source.stored().is_empty(),
+        "nothing before the first flush"
+    );
+    h.sink.finish(0, true);
+    run_for(1).await;
+    let t: Arc<str> = Arc::from("t");
+    assert_eq!(
+        h.source.stored(),
+        vec![vec![(t.clone(), 0, 2)], vec![(t.clone(), 0, 3), (t, 1, 1)]]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_revoke_during_a_flush_commits_and_counts_nothing_of_the_revoked_partition() {
+    let h = Harness::start(4, 10_000).await;
+    h.send(vec![(0, 0), (1, 0), (0, 1), (1, 1)]).await;
+    assert_eq!(h.sink.sizes(), vec![4]);
+    // The next batch is being built when partition 1 is revoked.
+    h.send(vec![(0, 2), (1, 2), (1, 3)]).await;
+    h.rebalances
+        .send(RebalanceEvent::Revoked(vec![tp(1)]))
+        .unwrap();
+    run_for(1).await;
+    h.sink.finish(0, true);
+    run_for(1).await;
+    let t: Arc<str> = Arc::from("t");
+    assert_eq!(
+        h.source.stored(),
+        vec![vec![(t.clone(), 0, 2)]],
+        "the in-flight batch commits only partition 0"
+    );
+    h.send(vec![(0, 3)]).await;
+    assert_eq!(h.sink.sizes(), vec![4, 4]);
+    assert_eq!(
+        h.sink.offsets(1),
+        vec![(t, 0, 4)],
+        "the built batch lost partition 1"
+    );
+    assert_eq!(
+        h.sink.outcomes(1),
+        vec![(0, Outcome::Applied, 2)],
+        "the revoked partition's events are left to its next owner to count"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rewind_discards_the_unsent_batches_and_seeks_to_the_positions_in_redis() {
+    let h = Harness::start(2, 100).await;
+    h.send(vec![(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (0, 6)])
+        .await;
+    assert_eq!(h.sink.sizes(), vec![2, 2]);
+    // Redis lost state while the first flush was applied.
+    h.sink.0.positions.lock().unwrap().insert(tp(0), 2);
+    h.sink.0.epoch.fetch_add(1, Ordering::SeqCst);
+    h.sink.finish(0, true);
+    run_for(1).await;
+    let calls = h.source.calls();
+    let t: Arc<str> = Arc::from("t");
+    assert_eq!(calls.len(), 6, "{calls:?}");
+    assert_eq!(
+        calls[1],
+        Call::Store(vec![(t, 0, 2)]),
+        "applied before the loss"
+    );
+    assert_eq!(calls[2], Call::Pause(vec![tp(0), tp(1)]));
+    let mut seeks = calls[3..5].to_vec();
+    seeks.sort_by_key(|c| format!("{c:?}"));
+    assert_eq!(
+        seeks,
+        vec![
+            Call::Seek(tp(0), Offset::Offset(2)),
+            Call::Seek(tp(1), Offset::Beginning)
+        ]
+    );
+    assert_eq!(calls[5], Call::Resume(vec![tp(0), tp(1)]));
+    // The second flush gives up on its own (it waited for the first); the
+    // closed batch (4, 5) and the built one (6) were discarded.
+    h.sink.finish(1, false);
+    run_for(200).await;
+    assert_eq!(h.sink.sizes(), vec![2, 2]);
+    h.send(vec![(0, 2)]).await;
+    run_for(200).await;
+    assert_eq!(h.sink.sizes(), vec![2, 2, 1], "what is read again is kept");
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_drains_the_batches_in_hand_in_order_then_commits() {
+    let h = Harness::start(2, 10_000).await;
+    h.send(vec![(0, 0), (0, 1), (0, 2)]).await;
+    assert_eq!(h.sink.sizes(), vec![2]);
+    h.shutdown.send(true).unwrap();
+    run_for(1).await;
+    h.sink.finish(0, true);
+    run_for(1).await;
+    assert_eq!(
+        h.sink.sizes(),
+        vec![2, 1],
+        "the built batch is flushed after"
+    );
+    h.sink.finish(1, true);
+    let sink = h.sink.clone();
+    let source = h.source.clone();
+    tokio::time::timeout(Duration::from_secs(10), h.task)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(sink);
+    let t: Arc<str> = Arc::from("t");
+    assert_eq!(
+        source.stored(),
+        vec![vec![(t.clone(), 0, 2)], vec![(t, 0, 3)]]
+    );
+    // The commit runs on a thread of its own.
+    for _ in 0..100 {
+        if source.calls().contains(&Call::Commit) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("no commit: {:?}", source.calls());
+}
