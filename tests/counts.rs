@@ -48,9 +48,11 @@ async fn a_revoke_while_a_batch_waits_counts_every_event_once_across_the_group()
     setup.batch = (100_000, 20_000);
     broker.create_topic(&setup.topic, 4).await;
     let a = Process::start(&setup);
-    wait_for(Duration::from_secs(60), "A holds all 4 partitions", || async {
-        (assigned(&a.url("/healthz")).await == 4).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(60),
+        "A holds all 4 partitions",
+        || async { (assigned(&a.url("/healthz")).await == 4).then_some(()) },
+    )
     .await;
     let total = 400usize;
     let messages: Vec<(i32, Vec<u8>)> = (0..total)
@@ -66,17 +68,28 @@ async fn a_revoke_while_a_batch_waits_counts_every_event_once_across_the_group()
     tokio::time::sleep(Duration::from_secs(3)).await;
     let b = Process::start(&setup);
     let a_metrics = a.url("/metrics");
-    wait_for(Duration::from_secs(60), "A's partitions revoked", || async {
-        let revokes = metric(&a_metrics, "rankflow_rebalances_total", &[("kind", "revoke")]).await;
-        (revokes >= 1.0).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(60),
+        "A's partitions revoked",
+        || async {
+            let revokes = metric(
+                &a_metrics,
+                "rankflow_rebalances_total",
+                &[("kind", "revoke")],
+            )
+            .await;
+            (revokes >= 1.0).then_some(())
+        },
+    )
     .await;
     let flushed_before = metric(&a_metrics, "rankflow_batch_events_count", &[]).await;
     assert_eq!(
         flushed_before, 0.0,
         "the revoke came after A flushed: the test did not reach its case"
     );
-    println!("injected: {total} events held in A's unflushed batch when B joined and A was revoked");
+    println!(
+        "injected: {total} events held in A's unflushed batch when B joined and A was revoked"
+    );
     wait_for(Duration::from_secs(120), "every event applied", || async {
         (redis.positions_sum(&setup.prefix).await == total as i64).then_some(())
     })
@@ -139,9 +152,11 @@ async fn an_event_whose_bucket_leaves_the_window_before_apply_is_counted_late() 
     let clock = ManualClock::new(now);
     let shared: SharedClock = Arc::new(clock.clone());
     let app = InProcess::start(&setup, shared).await;
-    wait_for(Duration::from_secs(60), "both partitions assigned", || async {
-        (assigned(&app.url("/healthz")).await == 2).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(60),
+        "both partitions assigned",
+        || async { (assigned(&app.url("/healthz")).await == 2).then_some(()) },
+    )
     .await;
     // Buckets end 8.5 min ago (in the 10 min window now, out of it once the
     // clock moved 5 min) and 30 s ago (in it either way).
@@ -164,7 +179,9 @@ async fn an_event_whose_bucket_leaves_the_window_before_apply_is_counted_late() 
     // Taken into the batch within a fetch; then five minutes pass.
     tokio::time::sleep(Duration::from_secs(3)).await;
     clock.advance(5 * MIN);
-    println!("injected: 3 events decoded at {now}, clock moved 5 min before their batch was applied");
+    println!(
+        "injected: 3 events decoded at {now}, clock moved 5 min before their batch was applied"
+    );
     let metrics = app.url("/metrics");
     let counted = |kind: &'static str, outcome: &'static str| {
         let metrics = metrics.clone();

@@ -18,7 +18,7 @@ use crate::deadletter::DeadLetters;
 use crate::health::Health;
 use crate::sink::batch::Batch;
 use crate::sink::expiry::ExpiryCache;
-use crate::sink::store::Store;
+use crate::sink::store::{Scripts, Store, StoreError};
 use crate::sink::{FlushReport, apply_batch, positions, prepare};
 use crate::telemetry::events::{self, RedisCall};
 
@@ -99,44 +99,16 @@ impl Flusher {
                     events::RedisReachable.emit();
                     let took = started.elapsed();
                     let _ = done.send(true);
-                    // Best effort: a position that is not recorded only
-                    // means more events are re-read (and skipped by the
-                    // fences) after a restart.
-                    if let Err(e) = positions::save(
-                        &self.store,
-                        &self.boards.key_prefix,
-                        &scripts,
-                        batch.commit_offsets(),
-                    )
-                    .await
-                    {
-                        tracing::debug!(error = %e, "Could not record partition positions; the next batch records them.");
-                    }
+                    self.record_positions(&batch, &scripts).await;
                     return Flushed::Applied(Box::new(batch), report, took);
                 }
-                Err(Failure::Redis(e @ crate::sink::store::StoreError::LostState)) => {
-                    events::RedisFailed {
-                        call: RedisCall::LostState,
-                        kind: e.kind(),
-                        error: &e,
-                        attempt: 0,
-                        events: batch.messages,
-                        retry_in: Duration::ZERO,
-                    }
-                    .emit();
+                Err(Failure::Redis(e @ StoreError::LostState)) => {
+                    self.failed(&e, RedisCall::LostState, batch.messages, Duration::ZERO);
                     return Flushed::LostState(Box::new(batch));
                 }
                 Err(Failure::Redis(e)) => {
                     self.health.redis_failed(&e.to_string());
-                    events::RedisFailed {
-                        call: RedisCall::Batch,
-                        kind: e.kind(),
-                        error: &e,
-                        attempt: 0,
-                        events: batch.messages,
-                        retry_in: backoff,
-                    }
-                    .emit();
+                    self.failed(&e, RedisCall::Batch, batch.messages, backoff);
                 }
                 Err(Failure::DeadLetters(e)) => events::DeadLetterWriteFailed {
                     error: &e,
@@ -156,11 +128,33 @@ impl Flusher {
         }
     }
 
+    fn failed(&self, e: &StoreError, call: RedisCall, events: usize, retry_in: Duration) {
+        events::RedisFailed {
+            call,
+            kind: e.kind(),
+            error: e,
+            attempt: 0,
+            events,
+            retry_in,
+        }
+        .emit();
+    }
+
+    /// Best effort: a position that is not recorded only means more events
+    /// are re-read (and skipped by the fences) after a restart.
+    async fn record_positions(&self, batch: &Batch, scripts: &Scripts) {
+        let prefix = &self.boards.key_prefix;
+        if let Err(e) = positions::save(&self.store, prefix, scripts, batch.commit_offsets()).await
+        {
+            tracing::debug!(error = %e, "Could not record partition positions; the next batch records them.");
+        }
+    }
+
     async fn attempt(
         &self,
         batch: &Batch,
         prepared: &[crate::sink::call::Call],
-        scripts: &crate::sink::store::Scripts,
+        scripts: &Scripts,
         delivered: &mut [bool],
     ) -> Result<FlushReport, Failure> {
         if let Some(dl) = &self.dead_letters {
@@ -185,6 +179,6 @@ impl Flusher {
 
 /// Why an attempt failed.
 enum Failure {
-    Redis(crate::sink::store::StoreError),
+    Redis(StoreError),
     DeadLetters(crate::deadletter::DeadLetterError),
 }

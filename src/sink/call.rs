@@ -206,6 +206,35 @@ struct Encoded {
     updates: usize,
 }
 
+/// An instance's updates left to send: offsets per partition (lo, hi)
+/// for the fences, and the updates merged per (view, member, bucket).
+struct Merged<'a> {
+    groups: BTreeMap<u16, (i64, i64)>,
+    updates: FastMap<(u16, &'a Arc<str>, i64), Agg>,
+}
+
+/// Merges an instance's updates across partitions, leaving out those at or
+/// below the fences learnt (`fences`: partition index → fence). The script
+/// applies the instance's groups together or not at all, so a member gets
+/// one update per view however many partitions its events came from.
+fn merge<'a>(board: &Board, inst: &'a Instance, fences: &HashMap<u16, i64>) -> Merged<'a> {
+    let mut groups: BTreeMap<u16, (i64, i64)> = BTreeMap::new();
+    let mut updates: FastMap<(u16, &Arc<str>, i64), Agg> = FastMap::default();
+    for u in &inst.updates {
+        if fences.get(&u.part).is_some_and(|&f| u.offset <= f) {
+            continue;
+        }
+        let g = groups.entry(u.part).or_insert((u.offset, u.offset));
+        g.0 = g.0.min(u.offset);
+        g.1 = g.1.max(u.offset);
+        updates
+            .entry((u.view, &u.member, u.bucket_end))
+            .and_modify(|a| a.combine(board.aggregate, u.agg))
+            .or_insert(u.agg);
+    }
+    Merged { groups, updates }
+}
+
 /// Encodes one instance. `fences` holds fences learnt from conflicts
 /// (partition index → fence): updates at or below them are left out.
 /// `None` when nothing is left to send.
@@ -230,25 +259,8 @@ fn encode(
         }
     };
     let board = &boards.boards[inst.board];
-    // Offsets per partition (lo, hi) for the fences, and the updates merged
-    // across partitions: the script applies the instance's groups together
-    // or not at all, so a member gets one update per view however many
-    // partitions its events came from.
-    let mut groups: BTreeMap<u16, (i64, i64)> = BTreeMap::new();
-    let mut merged: FastMap<(u16, &Arc<str>, i64), Agg> = FastMap::default();
-    for u in &inst.updates {
-        if fences.get(&u.part).is_some_and(|&f| u.offset <= f) {
-            continue;
-        }
-        let g = groups.entry(u.part).or_insert((u.offset, u.offset));
-        g.0 = g.0.min(u.offset);
-        g.1 = g.1.max(u.offset);
-        merged
-            .entry((u.view, &u.member, u.bucket_end))
-            .and_modify(|a| a.combine(board.aggregate, u.agg))
-            .or_insert(u.agg);
-    }
-    if groups.is_empty() {
+    let merged = merge(board, inst, fences);
+    if merged.groups.is_empty() {
         return None;
     }
     let prefix = &boards.key_prefix;
@@ -261,15 +273,15 @@ fn encode(
     let mut args = Vec::new();
     push_header(&mut args, board, &expiry(&fence_key, fence_expire));
     let mut call_keys = vec![fence_key];
-    args.push(groups.len().to_string());
-    for (part, (lo, hi)) in &groups {
+    args.push(merged.groups.len().to_string());
+    for (part, (lo, hi)) in &merged.groups {
         args.push(parts[*part as usize].field.clone());
         args.push(lo.to_string());
         args.push(hi.to_string());
     }
     // Per view, the sum of |delta| this call adds.
     let mut absum = vec![0.0f64; inst.views.len()];
-    for ((view, _, _), agg) in &merged {
+    for ((view, _, _), agg) in &merged.updates {
         absum[*view as usize] += agg.value.abs();
     }
     args.push(inst.views.len().to_string());
@@ -293,6 +305,28 @@ fn encode(
             }
         }
     }
+    let updates = push_updates(&mut args, board, inst, merged.updates);
+    Some(Encoded {
+        member: Member {
+            instance,
+            board: inst.board,
+            tag: inst.tag.clone(),
+        },
+        keys: call_keys,
+        args,
+        cutoffs,
+        expiries,
+        updates,
+    })
+}
+
+/// Appends the merged updates, view by view; returns how many.
+fn push_updates(
+    args: &mut Vec<String>,
+    board: &Board,
+    inst: &Instance,
+    merged: FastMap<(u16, &Arc<str>, i64), Agg>,
+) -> usize {
     // A plain sum (no tie-break, no window) never reads the event time.
     let with_ts = board.needs_time()
         || board.aggregate != Aggregate::Sum
@@ -301,11 +335,11 @@ fn encode(
     for ((view, member, bucket), agg) in merged {
         per_view[view as usize].push((member, bucket, agg));
     }
-    let mut updates_count = 0;
+    let mut count = 0;
     for (view, entries) in per_view.into_iter().enumerate() {
         let window = inst.views[view].window_ms.is_some();
         args.push(entries.len().to_string());
-        updates_count += entries.len();
+        count += entries.len();
         for (member, bucket, agg) in entries {
             args.push(member.to_string());
             args.push(num(agg.value));
@@ -317,18 +351,7 @@ fn encode(
             }
         }
     }
-    Some(Encoded {
-        member: Member {
-            instance,
-            board: inst.board,
-            tag: inst.tag.clone(),
-        },
-        keys: call_keys,
-        args,
-        cutoffs,
-        expiries,
-        updates: updates_count,
-    })
+    count
 }
 
 /// Groups encoded instances into calls: same group key (slot, or one group

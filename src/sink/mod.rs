@@ -118,18 +118,20 @@ pub async fn apply_batch(
     prepared: &[Call],
     scripts: &Scripts,
 ) -> Result<FlushReport, StoreError> {
-    let mut report = FlushReport::new(boards.boards.len());
-    let part_by_field: HashMap<&str, u16> = batch
-        .parts
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (p.field.as_str(), i as u16))
-        .collect();
-    let mut fences: HashMap<u32, HashMap<u16, i64>> = HashMap::new();
-    let mut pending: Vec<u32> = (0..batch.instances.len() as u32).collect();
-    for round in 0..MAX_CONFLICT_ROUNDS {
+    let mut round = Round {
+        report: FlushReport::new(boards.boards.len()),
+        part_by_field: batch
+            .parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.field.as_str(), i as u16))
+            .collect(),
+        fences: HashMap::new(),
+        pending: Vec::new(),
+    };
+    for n in 0..MAX_CONFLICT_ROUNDS {
         let rebuilt;
-        let calls: &[Call] = if round == 0 {
+        let calls: &[Call] = if n == 0 {
             prepared
         } else {
             let cache = expiries
@@ -138,9 +140,9 @@ pub async fn apply_batch(
             rebuilt = call::build(
                 boards,
                 &batch.instances,
-                &pending,
+                &round.pending,
                 &batch.parts,
-                &fences,
+                &round.fences,
                 store.grouping(),
                 &cache,
             );
@@ -150,38 +152,72 @@ pub async fn apply_batch(
             .iter()
             .map(|c| c.command(&scripts.apply, now))
             .collect();
-        if round == 0 {
+        if n == 0 {
             cmds.extend(registry_commands(boards, calls, now));
         }
         let replies = store.pipeline(&cmds, scripts.epoch).await?;
-        pending.clear();
-        for (c, value) in calls.iter().zip(&replies) {
+        round.read_replies(calls, &replies)?;
+        if let Ok(mut cache) = expiries.lock() {
+            let applied = calls.iter().filter(|c| {
+                c.members
+                    .first()
+                    .is_some_and(|m| !round.pending.contains(&m.instance))
+            });
+            cache.record(
+                applied.flat_map(|c| c.expiries.iter().cloned()),
+                std::time::Instant::now(),
+            );
+        }
+        if round.pending.is_empty() {
+            // Not acknowledged before the replicas have it (when asked):
+            // a failover then cannot take back what was acknowledged.
+            store.wait_replicated().await?;
+            round.report.fenced = round.fences;
+            return Ok(round.report);
+        }
+        tracing::debug!(
+            instances = round.pending.len(),
+            round = n,
+            "Fences show part of this batch applied already (a redelivery, or another consumer); resending without it."
+        );
+    }
+    Err(StoreError::Protocol(format!(
+        "fence conflicts did not settle after {MAX_CONFLICT_ROUNDS} rounds"
+    )))
+}
+
+/// What the rounds of one [`apply_batch`] learn.
+struct Round<'a> {
+    report: FlushReport,
+    part_by_field: HashMap<&'a str, u16>,
+    /// Batch instance → partition index → fence learnt from a conflict.
+    fences: HashMap<u32, HashMap<u16, i64>>,
+    /// Instances to send again (their call met a fence).
+    pending: Vec<u32>,
+}
+
+impl Round<'_> {
+    /// Reads a round's replies: counts of the calls that were applied,
+    /// fences and instances to resend of those that met a fence.
+    fn read_replies(&mut self, calls: &[Call], replies: &[redis::Value]) -> Result<(), StoreError> {
+        self.pending.clear();
+        for (c, value) in calls.iter().zip(replies) {
             if let Some(err) = server_error(value) {
                 return Err(err);
             }
             match Reply::parse(value) {
                 Some(Reply::Conflict(conflicts)) => {
                     for (member, field, fence) in conflicts {
-                        let part = part_by_field.get(field.as_str()).copied().ok_or_else(|| {
-                            StoreError::Protocol(format!("conflict on unknown partition {field}"))
-                        })?;
-                        let instance =
-                            c.members.get(member).map(|m| m.instance).ok_or_else(|| {
-                                StoreError::Protocol(format!(
-                                    "conflict on unknown call member {member}"
-                                ))
-                            })?;
-                        fences.entry(instance).or_default().insert(part, fence);
-                        report.conflicts += 1;
+                        self.conflict(c, member, &field, fence)?;
                     }
                     // The script wrote nothing of this call: send all of it
                     // again, without what the fences show applied.
-                    pending.extend(c.members.iter().map(|m| m.instance));
+                    self.pending.extend(c.members.iter().map(|m| m.instance));
                 }
                 Some(Reply::Done { more, counts }) => {
-                    report.more_trim |= more;
+                    self.report.more_trim |= more;
                     for (m, n) in c.members.iter().zip(counts) {
-                        report.add(m, n);
+                        self.report.add(m, n);
                     }
                 }
                 None => {
@@ -191,38 +227,32 @@ pub async fn apply_batch(
                 }
             }
         }
+        // The registry commands after the calls.
         for value in replies.iter().skip(calls.len()) {
             if let Some(err) = server_error(value) {
                 return Err(err);
             }
         }
-        if let Ok(mut cache) = expiries.lock() {
-            let applied = calls.iter().filter(|c| {
-                c.members
-                    .first()
-                    .is_some_and(|m| !pending.contains(&m.instance))
-            });
-            cache.record(
-                applied.flat_map(|c| c.expiries.iter().cloned()),
-                std::time::Instant::now(),
-            );
-        }
-        if pending.is_empty() {
-            // Not acknowledged before the replicas have it (when asked):
-            // a failover then cannot take back what was acknowledged.
-            store.wait_replicated().await?;
-            report.fenced = fences;
-            return Ok(report);
-        }
-        tracing::debug!(
-            instances = pending.len(),
-            round,
-            "Fences show part of this batch applied already (a redelivery, or another consumer); resending without it."
-        );
+        Ok(())
     }
-    Err(StoreError::Protocol(format!(
-        "fence conflicts did not settle after {MAX_CONFLICT_ROUNDS} rounds"
-    )))
+
+    fn conflict(
+        &mut self,
+        c: &Call,
+        member: usize,
+        field: &str,
+        fence: i64,
+    ) -> Result<(), StoreError> {
+        let part = self.part_by_field.get(field).copied().ok_or_else(|| {
+            StoreError::Protocol(format!("conflict on unknown partition {field}"))
+        })?;
+        let instance = c.members.get(member).map(|m| m.instance).ok_or_else(|| {
+            StoreError::Protocol(format!("conflict on unknown call member {member}"))
+        })?;
+        self.fences.entry(instance).or_default().insert(part, fence);
+        self.report.conflicts += 1;
+        Ok(())
+    }
 }
 
 /// Registers instances with windows for the background trimmer.
