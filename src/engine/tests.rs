@@ -473,3 +473,45 @@ async fn shutdown_drains_the_batches_in_hand_in_order_then_commits() {
     }
     panic!("no commit: {:?}", source.calls());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_backlog_that_stays_full_pauses_fetching_after_a_second_and_resumes_below_half() {
+    // backlog_limit(5000) is 10 000 messages: two batches beyond the two
+    // in flight.
+    let h = Harness::start(5000, 60_000).await;
+    for chunk in 0..20 {
+        h.send((0..1000).map(|i| (0, chunk * 1000 + i)).collect())
+            .await;
+    }
+    assert_eq!(h.sink.sizes(), vec![5000, 5000]);
+    let fetch_calls = || {
+        let calls = h.source.calls();
+        calls
+            .into_iter()
+            .skip(1) // the resume after the assignment
+            .filter(|c| matches!(c, Call::Pause(_) | Call::Resume(_)))
+            .collect::<Vec<_>>()
+    };
+    run_for(900).await;
+    assert!(fetch_calls().is_empty(), "only taking stops at first");
+    run_for(200).await;
+    assert_eq!(fetch_calls(), [Call::Pause(vec![tp(0), tp(1)])]);
+    h.sink.finish(0, true);
+    run_for(1).await;
+    assert_eq!(h.sink.sizes(), vec![5000, 5000, 5000]);
+    assert_eq!(
+        fetch_calls(),
+        [Call::Pause(vec![tp(0), tp(1)])],
+        "5000 waiting is not below half"
+    );
+    h.sink.finish(1, true);
+    run_for(1).await;
+    assert_eq!(h.sink.sizes(), vec![5000, 5000, 5000, 5000]);
+    assert_eq!(
+        fetch_calls(),
+        [
+            Call::Pause(vec![tp(0), tp(1)]),
+            Call::Resume(vec![tp(0), tp(1)])
+        ]
+    );
+}

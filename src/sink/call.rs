@@ -124,6 +124,9 @@ impl Reply {
                     });
                     i += 5;
                 }
+                if i != items.len() {
+                    return None;
+                }
                 Some(Reply::Done {
                     more: int(1)? != 0,
                     counts,
@@ -503,5 +506,46 @@ impl Call {
             .arg(self.members.len())
             .arg(args);
         cmd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    #[test]
+    fn a_done_reply_carries_the_cutoffs_of_instances_with_late_updates() {
+        let reply = Value::Array(vec![
+            Value::Int(1),
+            Value::Int(0),
+            Value::Int(3),
+            Value::Int(1),
+            Value::Int(0),
+            Value::Int(0),
+            Value::Array(vec![]),
+            Value::Int(1),
+            Value::Int(0),
+            Value::Int(0),
+            Value::Int(2),
+            Value::Array(vec![Value::Int(-1), Value::Int(1_700_000_000_000)]),
+        ]);
+        let Some(Reply::Done { more, counts }) = Reply::parse(&reply) else {
+            panic!("not a done reply");
+        };
+        assert!(!more);
+        assert_eq!(counts.len(), 2);
+        assert_eq!((counts[0].applied, counts[0].evicted), (3, 1));
+        assert!(counts[0].cutoffs.is_empty());
+        assert_eq!(counts[1].late, 2);
+        assert_eq!(counts[1].cutoffs, vec![-1, 1_700_000_000_000]);
+    }
+
+    #[test]
+    fn a_done_reply_without_the_cutoffs_is_refused() {
+        // {1, more, applied, evicted, overflow, late}: the old layout.
+        let mut items = vec![Value::Int(1)];
+        items.extend((0..5).map(|_| Value::Int(0)));
+        assert_eq!(Reply::parse(&Value::Array(items)), None);
     }
 }
