@@ -104,6 +104,8 @@ struct SinkState {
     started: Mutex<Vec<Started>>,
     epoch: AtomicU64,
     positions: Mutex<Positions>,
+    /// Position lookups still to fail (Redis unreachable).
+    failing_lookups: AtomicU64,
 }
 
 #[derive(Clone, Default)]
@@ -176,7 +178,18 @@ impl Sink for FakeSink {
     }
     fn positions(&self, _: Vec<TopicPartition>) -> BoxFuture<'static, Result<Positions, String>> {
         let found = self.0.positions.lock().unwrap().clone();
-        Box::pin(async move { Ok(found) })
+        let fail = self
+            .0
+            .failing_lookups
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        Box::pin(async move {
+            if fail {
+                Err("connection refused".to_string())
+            } else {
+                Ok(found)
+            }
+        })
     }
     fn keeps_payloads(&self) -> bool {
         false
@@ -240,8 +253,14 @@ async fn run_for(ms: u64) {
 impl Harness {
     /// A loop with partitions 0 and 1 of `t` assigned and positioned.
     async fn start(max_events: usize, max_delay_ms: u64) -> Harness {
+        let h = Harness::start_with(max_events, max_delay_ms, FakeSink::default()).await;
+        assert_eq!(h.source.calls(), vec![Call::Resume(vec![tp(0), tp(1)])]);
+        h
+    }
+
+    /// A loop on `sink` that was just assigned partitions 0 and 1 of `t`.
+    async fn start_with(max_events: usize, max_delay_ms: u64, sink: FakeSink) -> Harness {
         let source = Arc::new(FakeSource::default());
-        let sink = FakeSink::default();
         let (messages, rx) = unbounded_channel::<Chunk>();
         let (rebalances, rebalance_rx) = unbounded_channel();
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -275,7 +294,6 @@ impl Harness {
             .send(RebalanceEvent::Assigned(vec![tp(0), tp(1)]))
             .unwrap();
         run_for(1).await;
-        assert_eq!(h.source.calls(), vec![Call::Resume(vec![tp(0), tp(1)])]);
         h
     }
 
@@ -513,5 +531,25 @@ async fn a_backlog_that_stays_full_pauses_fetching_after_a_second_and_resumes_be
             Call::Pause(vec![tp(0), tp(1)]),
             Call::Resume(vec![tp(0), tp(1)])
         ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn assigned_partitions_wait_paused_until_redis_answers_the_position_lookup() {
+    let sink = FakeSink::default();
+    sink.0.failing_lookups.store(3, Ordering::SeqCst);
+    sink.0.positions.lock().unwrap().insert(tp(1), 40);
+    let h = Harness::start_with(10, 100, sink).await;
+    // Retries after 100, 200 and 400 ms: the fourth lookup answers.
+    run_for(650).await;
+    assert!(h.source.calls().is_empty(), "{:?}", h.source.calls());
+    run_for(100).await;
+    assert_eq!(
+        h.source.calls(),
+        vec![
+            Call::Seek(tp(1), Offset::Offset(40)),
+            Call::Resume(vec![tp(0), tp(1)])
+        ],
+        "partition 0 has no position: it reads from Kafka's committed offset"
     );
 }
