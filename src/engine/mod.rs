@@ -3,17 +3,17 @@
 //! full (`batch.max_events`) or old enough (`batch.max_delay_ms`); stores a
 //! partition's offsets only after Redis acknowledged its batch.
 //!
-//! The loop ([`run`]) is composed of parts with one job each: the flush
-//! queue ([`queue`]: building, closed and in-flight batches, group commit,
-//! ordered acknowledgements), the partition tracker ([`partitions`]),
-//! backpressure ([`backpressure`]), the intake of one message
-//! ([`intake`]), the position lookups ([`resume`]), the batch report
-//! ([`report`]) and the shutdown drain ([`drain`]). It reaches Kafka and
+//! The loop (`run.rs`) is composed of parts with one job each: the flush
+//! queue (`queue.rs`: building, closed and in-flight batches, group commit,
+//! ordered acknowledgements), the partition tracker (`partitions.rs`),
+//! backpressure (`backpressure.rs`), the intake of one message
+//! (`intake.rs`), the position lookups (`resume.rs`), the batch report
+//! (`report.rs`) and the shutdown drain (`drain.rs`). It reaches Kafka and
 //! Redis only through the narrow interfaces of [`port`], so its logic is
-//! unit-tested with fakes and a paused clock.
+//! unit-tested with fakes and a paused clock (`tests.rs`).
 //!
 //! Batches of a partition must reach Redis in order for the offset fences
-//! to hold, so flushes are chained (see [`flush`]). When the waiting
+//! to hold, so flushes are chained (see [`Flusher`]). When the waiting
 //! messages reach [`backlog_limit`], the loop stops taking messages
 //! (librdkafka's bounded prefetch then stops the fetcher); if that lasts,
 //! the assigned partitions are paused so the loop can keep polling (the
