@@ -29,7 +29,7 @@ use crate::clock::SharedClock;
 use crate::health::Health;
 use crate::sink::FlushReport;
 use crate::sink::batch::Batch;
-use crate::source::RebalanceEvent;
+use crate::source::{RebalanceEvent, TopicPartition};
 
 pub(super) struct ConsumerLoop<Src: Source, Snk: Sink> {
     pub(super) source: Arc<Src>,
@@ -214,12 +214,15 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
         for (part, at) in ready {
             if let Some(at) = at {
                 match self.source.seek(&part, at) {
-                    Ok(()) => tracing::info!(
-                        topic = %part.0,
-                        partition = part.1,
-                        offset = ?at,
-                        "Partition resumes at the position recorded in Redis (the log start if Redis has none after losing state)."
-                    ),
+                    Ok(()) => {
+                        tracing::info!(
+                            topic = %part.0,
+                            partition = part.1,
+                            offset = ?at,
+                            "Partition resumes at the position recorded in Redis (the log start if Redis has none after losing state)."
+                        );
+                        self.commit_resume_position(&part, at);
+                    }
                     Err(e) => tracing::warn!(
                         error = %e,
                         topic = %part.0,
@@ -236,6 +239,20 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
             && let Err(e) = self.source.resume(&fetch)
         {
             tracing::warn!(error = %e, "Could not resume partitions.");
+        }
+    }
+
+    /// Everything before a position recorded in Redis is applied, so it is
+    /// also stored for Kafka's commit: otherwise a partition whose last
+    /// batch reached Redis just before its previous owner died, and that
+    /// receives nothing new, would keep its old committed offset for good
+    /// (a backlog in every Kafka lag monitor, though nothing is missing).
+    fn commit_resume_position(&self, part: &TopicPartition, at: Offset) {
+        let Offset::Offset(next) = at else {
+            return;
+        };
+        if let Err(e) = self.source.store_offsets(&[(part.0.clone(), part.1, next)]) {
+            tracing::debug!(error = %e, topic = %part.0, partition = part.1, "Could not store the resume position for commit; the next batch stores its own.");
         }
     }
 
