@@ -1,7 +1,9 @@
-//! Wiring and lifecycle of `rankflow run`: compile the rules, open the HTTP
-//! listener first (so `/healthz` can say what is missing), connect to Redis
-//! and Kafka (retrying, one log line per attempt), run the consumer loop and
-//! the window trimmer, and shut down in order when told to.
+//! Wiring and lifecycle of `rankflow run`: check everything that can be
+//! checked without a server ([`preflight`], shared with `rankflow check`),
+//! open the HTTP listener (so `/healthz` can say what is missing), connect
+//! to Redis and Kafka (retrying only while they are unreachable, one log
+//! line per attempt; a refused password or permission ends the start-up),
+//! run the consumer loop and the window trimmer, and shut down in order.
 //!
 //! [`run`] takes the listener, the clock and the shutdown signal as
 //! arguments, so tests start a whole consumer in-process on `127.0.0.1:0`
@@ -22,7 +24,9 @@ use crate::event::{Decoder, SchemaBuildError};
 use crate::health::Health;
 use crate::reader::Reader;
 use crate::sink::store::Store;
+use crate::sink::store::StoreError;
 use crate::sink::trimmer;
+use crate::source::client::{self, ClientError};
 use crate::source::{self, Context, SourceError};
 use crate::telemetry;
 use crate::telemetry::events::{self, RedisCall};
@@ -38,6 +42,12 @@ pub enum AppError {
     Source(#[from] SourceError),
     #[error(transparent)]
     DeadLetters(#[from] DeadLetterError),
+    #[error(transparent)]
+    Kafka(#[from] ClientError),
+    /// Redis refused rankflow for good at start-up (credentials,
+    /// permissions, a setting the client cannot use).
+    #[error("setting `redis.url`: Redis refuses this configuration: {0}")]
+    Redis(StoreError),
     #[error("metrics recorder: {0}")]
     Metrics(String),
     #[error("HTTP listener: {0}")]
@@ -47,10 +57,41 @@ pub enum AppError {
 impl AppError {
     /// Configuration problems exit with 2 (like `rankflow check`).
     pub fn is_config(&self) -> bool {
-        matches!(self, AppError::Config(_))
-            || matches!(self, AppError::Source(e) if !e.is_retriable())
-            || matches!(self, AppError::DeadLetters(_))
+        match self {
+            AppError::Config(_)
+            | AppError::Schema(_)
+            | AppError::DeadLetters(_)
+            | AppError::Kafka(_)
+            | AppError::Redis(_) => true,
+            AppError::Source(e) => !e.is_retriable(),
+            AppError::Metrics(_) | AppError::Http(_) => false,
+        }
     }
+}
+
+/// What [`preflight`] built: the compiled boards and the dead-letter
+/// producer (if a topic is configured).
+#[derive(Debug)]
+pub struct Prepared {
+    pub boards: BoardSet,
+    pub dead_letters: Option<DeadLetters>,
+}
+
+/// Every check that needs no server: the boards compile, the event schemas
+/// build, librdkafka accepts the consumer's and the dead-letter producer's
+/// properties (creating a client checks them without waiting for a broker),
+/// and the Redis URLs and TLS files can be used. A failure here is
+/// permanent: `run` and `check` exit 2 naming the setting.
+pub fn preflight(config: &Config) -> Result<Prepared, AppError> {
+    let boards = config.compile_boards()?;
+    Decoder::new(config.kafka.max_event_bytes.get())?;
+    client::check_consumer(&config.kafka)?;
+    let dead_letters = DeadLetters::new(&config.kafka)?;
+    Store::check_settings(&config.redis).map_err(AppError::Redis)?;
+    Ok(Prepared {
+        boards,
+        dead_letters,
+    })
 }
 
 /// Runs the consumer until `shutdown` turns true.
@@ -61,15 +102,15 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), AppError> {
     let metrics = telemetry::install().map_err(AppError::Metrics)?;
-    let boards = Arc::new(BoardSet::compile(&config)?);
-    let decoder = Arc::new(Decoder::new(config.kafka.max_event_bytes)?);
-    // Fail on a bad [kafka.client] before doing anything else.
-    source::client_config(&config.kafka)?;
-    let dead_letters = DeadLetters::new(&config.kafka)?;
-    if dead_letters.is_none() {
-        tracing::warn!(
-            "No kafka.dead_letter_topic: invalid events are counted and logged, not kept."
-        );
+    // Fail on anything permanent before waiting for any server.
+    let Prepared {
+        boards,
+        dead_letters,
+    } = preflight(&config)?;
+    let boards = Arc::new(boards);
+    let decoder = Arc::new(Decoder::new(config.kafka.max_event_bytes.get())?);
+    for note in config.notes() {
+        tracing::warn!(note = %note, "Configuration note.");
     }
     telemetry::register_series(
         &boards
@@ -114,10 +155,11 @@ pub async fn run(
 
     // Both dependencies are awaited side by side, so /healthz and the log
     // name every one that is down, not only the first.
-    let (redis, kafka_ready) = tokio::join!(
+    // A permanent fault on either side ends the wait at once (try_join).
+    let (redis, kafka_ready) = tokio::try_join!(
         connect_redis(&config, &health, shutdown.clone()),
         wait_for_kafka(&config.kafka, &health, shutdown.clone()),
-    );
+    )?;
     let (Some(store), true) = (redis, kafka_ready) else {
         let _ = http.await;
         return Ok(());
@@ -167,7 +209,7 @@ pub async fn run(
         clock,
         health,
         batch: config.batch.clone(),
-        max_event_bytes: config.kafka.max_event_bytes,
+        max_event_bytes: config.kafka.max_event_bytes.get(),
         trim_wanted,
         flusher,
     }
@@ -186,12 +228,13 @@ pub async fn run(
 }
 
 /// Connects to Redis, retrying with capped backoff and one log line per
-/// attempt; `None` when shutdown came first.
+/// attempt while it is unreachable; `None` when shutdown came first. A
+/// permanent refusal (password, ACL, unusable setting) is returned at once.
 async fn connect_redis(
     config: &Config,
     health: &Health,
     mut shutdown: watch::Receiver<bool>,
-) -> Option<Store> {
+) -> Result<Option<Store>, AppError> {
     let mut delay = Duration::from_millis(200);
     let mut attempt = 1u32;
     loop {
@@ -200,7 +243,11 @@ async fn connect_redis(
                 health.redis_ok();
                 events::RedisReachable.emit();
                 tracing::info!(attempt, "Connected to Redis and loaded the apply script.");
-                return Some(store);
+                return Ok(Some(store));
+            }
+            Err(e) if e.is_permanent_at_startup() => {
+                health.redis_failed(&format!("refused: {e}"));
+                return Err(AppError::Redis(e));
             }
             Err(e) => {
                 health.redis_failed(&format!("cannot connect: {e}"));
@@ -217,7 +264,7 @@ async fn connect_redis(
         }
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = shutdown.wait_for(|s| *s) => return None,
+            _ = shutdown.wait_for(|s| *s) => return Ok(None),
         }
         delay = (delay * 2).min(Duration::from_secs(5));
         attempt += 1;
@@ -231,20 +278,21 @@ async fn wait_for_kafka(
     config: &KafkaConfig,
     health: &Health,
     mut shutdown: watch::Receiver<bool>,
-) -> bool {
+) -> Result<bool, AppError> {
     let mut delay = Duration::from_millis(200);
     let mut attempt = 1u32;
     loop {
         let probe = tokio::select! {
             r = source::probe::reachable(config) => r,
-            _ = shutdown.wait_for(|s| *s) => return false,
+            _ = shutdown.wait_for(|s| *s) => return Ok(false),
         };
         match probe {
             Ok(()) => {
                 health.kafka_ok();
                 tracing::info!(attempt, brokers = %config.brokers, "Kafka brokers are reachable.");
-                return true;
+                return Ok(true);
             }
+            Err(e) if !e.is_retriable() => return Err(e.into()),
             Err(e) => {
                 health.kafka_failed(&format!("cannot reach {}: {e}", config.brokers));
                 tracing::warn!(attempt, brokers = %config.brokers, error = %e, retry_in_ms = delay.as_millis() as u64, "Kafka is not reachable yet; retrying.");
@@ -252,7 +300,7 @@ async fn wait_for_kafka(
         }
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
-            _ = shutdown.wait_for(|s| *s) => return false,
+            _ = shutdown.wait_for(|s| *s) => return Ok(false),
         }
         delay = (delay * 2).min(Duration::from_secs(5));
         attempt += 1;

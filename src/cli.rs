@@ -100,8 +100,17 @@ pub fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
         config.kafka.topics,
         boards.key_prefix,
         config.batch.max_events,
-        config.batch.max_delay_ms
+        config.batch.max_delay_ms.get()
     );
+    // Secrets are masked: this output ends up in tickets and CI logs.
+    let _ = writeln!(out, "redis {}", config.redis.url.redacted());
+    let _ = writeln!(out, "kafka {}", config.kafka.brokers);
+    for (k, v) in config.kafka.client_redacted() {
+        let _ = writeln!(out, "  {k} = {v}");
+    }
+    for note in config.notes() {
+        let _ = writeln!(out, "note: {note}");
+    }
     for b in &boards.boards {
         describe_board(&mut out, boards, b, now);
     }

@@ -9,13 +9,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rdkafka::config::ClientConfig;
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::config::KafkaConfig;
+use crate::source::client::{self, Role};
 use crate::telemetry::DlqReason;
 use crate::telemetry::events::DeadLettered;
 
@@ -33,26 +33,6 @@ pub struct DeadLetter {
 
 /// Longest `rankflow-detail` header, in bytes.
 const MAX_DETAIL_BYTES: usize = 1024;
-/// librdkafka properties that only make sense for a consumer; the
-/// dead-letter producer gets every other `[kafka.client]` property (TLS,
-/// SASL, client id...).
-const CONSUMER_ONLY: &[&str] = &[
-    "session.timeout.ms",
-    "heartbeat.interval.ms",
-    "max.poll.interval.ms",
-    "auto.offset.reset",
-    "enable.auto.commit",
-    "auto.commit.interval.ms",
-    "partition.assignment.strategy",
-    "group.instance.id",
-    "group.protocol",
-    "group.remote.assignor",
-    "isolation.level",
-    "check.crcs",
-    "coordinator.query.interval.ms",
-];
-const CONSUMER_ONLY_PREFIXES: &[&str] = &["fetch.", "queued.", "consume."];
-
 #[derive(Debug, thiserror::Error)]
 pub enum DeadLetterError {
     #[error("cannot create the dead-letter producer: {0}")]
@@ -82,21 +62,22 @@ impl DeadLetters {
         let Some(topic) = config.dead_letter_topic.clone() else {
             return Ok(None);
         };
-        let mut cc = ClientConfig::new();
-        for (k, v) in &config.client {
-            let consumer_only = CONSUMER_ONLY.contains(&k.as_str())
-                || CONSUMER_ONLY_PREFIXES.iter().any(|p| k.starts_with(p));
-            if !consumer_only {
-                cc.set(k, v);
-            }
-        }
-        cc.set("bootstrap.servers", &config.brokers)
+        // Every `[kafka.client]` property a producer takes (TLS, SASL,
+        // client id...) passes through; a rejected one names its key.
+        let producer = client::producer_properties(
+            config,
+            Role::DeadLetterProducer,
+            &[],
             // A dead letter must not be written twice by a retry inside
             // librdkafka, nor lost: idempotence gives both.
-            .set("enable.idempotence", "true")
-            .set("message.timeout.ms", "10000")
-            .set("linger.ms", "5");
-        let producer = cc.create().map_err(DeadLetterError::Client)?;
+            &[
+                ("enable.idempotence", "true"),
+                ("message.timeout.ms", "10000"),
+                ("linger.ms", "5"),
+            ],
+        )
+        .and_then(|p| p.create::<FutureProducer>())
+        .map_err(|e| DeadLetterError::Client(KafkaError::ClientCreation(e.to_string())))?;
         Ok(Some(DeadLetters { producer, topic }))
     }
 

@@ -1,6 +1,8 @@
 //! The `rankflow` binary: parses the command line, sets up logging and
 //! signals, and hands over to the library. Exit codes: 0 success, 1 runtime
-//! failure, 2 invalid configuration or rules.
+//! failure, 2 invalid configuration or rules — including faults found only
+//! at start-up that no retry can cure (a property librdkafka rejects, a
+//! Redis URL or TLS file that cannot be used, a refused Redis password).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -8,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
 use clap::Parser;
-use rankflow::board::BoardSet;
 use rankflow::cli::{self, Cli, Command};
 use rankflow::clock::{SharedClock, SystemClock};
 use rankflow::config::Config;
@@ -55,14 +56,16 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 Ok(c) => c,
                 Err(e) => return Ok(config_error(e)),
             };
-            let boards = match BoardSet::compile(&cfg) {
-                Ok(b) => b,
+            // The same checks as `run` makes before connecting, plus the
+            // producer of `rankflow produce`; no server is contacted.
+            let prepared = match rankflow::app::preflight(&cfg) {
+                Ok(p) => p,
                 Err(e) => return Ok(config_error(format!("{}: {e}", config.display()))),
             };
-            if let Err(e) = rankflow::source::client_config(&cfg.kafka) {
+            if let Err(e) = rankflow::produce::check(&cfg.kafka) {
                 return Ok(config_error(format!("{}: {e}", config.display())));
             }
-            print!("{}", cli::describe(&cfg, &boards, cli::now_ms()));
+            print!("{}", cli::describe(&cfg, &prepared.boards, cli::now_ms()));
             Ok(ExitCode::SUCCESS)
         }
         Command::Run { config } => {
@@ -70,7 +73,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 Ok(c) => c,
                 Err(e) => return Ok(config_error(e)),
             };
-            let listener = tokio::net::TcpListener::bind(&cfg.http.listen)
+            let listener = tokio::net::TcpListener::bind(cfg.http.listen)
                 .await
                 .with_context(|| format!("cannot listen on {}", cfg.http.listen))?;
             let (tx, rx) = watch::channel(false);
@@ -110,6 +113,10 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                     "no topic: give --topic or configure kafka.topics",
                 ));
             };
+            let client = match rankflow::source::client::producer_user_properties(&cfg.kafka) {
+                Ok(c) => c,
+                Err(e) => return Ok(config_error(format!("{}: {e}", config.display()))),
+            };
             let options = rankflow::produce::Options {
                 brokers: cfg.kafka.brokers.clone(),
                 topic,
@@ -121,7 +128,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 types,
                 skew,
                 seed,
-                client: Vec::new(),
+                client,
             };
             let stop = Arc::new(AtomicBool::new(false));
             let flag = stop.clone();
@@ -129,10 +136,17 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 wait_for_signal().await;
                 flag.store(true, Ordering::SeqCst);
             });
-            let sent = tokio::task::spawn_blocking(move || {
+            let sent = match tokio::task::spawn_blocking(move || {
                 rankflow::produce::run(&options, clock, &|| stop.load(Ordering::SeqCst))
             })
-            .await??;
+            .await?
+            {
+                Ok(sent) => sent,
+                Err(e @ rankflow::produce::ProduceError::Client(_)) => {
+                    return Ok(config_error(format!("{}: {e}", config.display())));
+                }
+                Err(e) => return Err(e.into()),
+            };
             println!("produced {sent} events");
             Ok(ExitCode::SUCCESS)
         }
@@ -149,13 +163,20 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 Ok(c) => c,
                 Err(e) => return Ok(config_error(e)),
             };
-            let boards = match BoardSet::compile(&cfg) {
+            let boards = match cfg.compile_boards() {
                 Ok(b) => Arc::new(b),
                 Err(e) => return Ok(config_error(format!("{}: {e}", config.display()))),
             };
-            let store = Store::connect(&cfg.redis)
-                .await
-                .context("cannot connect to Redis")?;
+            let store = match Store::connect(&cfg.redis).await {
+                Ok(s) => s,
+                Err(e) if e.is_permanent_at_startup() => {
+                    return Ok(config_error(format!(
+                        "{}: setting `redis.url`: {e}",
+                        config.display()
+                    )));
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("cannot connect to Redis")),
+            };
             let reader = Reader {
                 boards,
                 store,

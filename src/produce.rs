@@ -2,19 +2,21 @@
 //! Members, receivers and games are drawn from Zipf distributions, as real
 //! traffic is skewed (a few stars get most gifts); each message is keyed by
 //! its sender or user so one user's events stay in order on one partition.
+//! `[kafka.client]` (TLS, SASL...) applies here as it does to the consumer.
 
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Zipf};
-use rdkafka::config::ClientConfig;
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::clock::SharedClock;
+use crate::config::KafkaConfig;
 use crate::event::EventType;
+use crate::source::client::{self, ClientError, Properties, Role};
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -35,7 +37,8 @@ pub struct Options {
     /// Zipf exponent of every id distribution.
     pub skew: f64,
     pub seed: u64,
-    /// Extra librdkafka properties.
+    /// Extra librdkafka properties (`[kafka.client]` less the consumer-only
+    /// ones, see [`client::producer_user_properties`]).
     pub client: Vec<(String, String)>,
 }
 
@@ -43,8 +46,9 @@ pub struct Options {
 pub enum ProduceError {
     #[error("invalid producer option: {0}")]
     Options(String),
+    /// A permanent fault: librdkafka refused the properties.
     #[error("cannot create the Kafka producer: {0}")]
-    Client(KafkaError),
+    Client(#[from] ClientError),
     #[error("Kafka did not accept the events: {0}")]
     Send(KafkaError),
 }
@@ -140,6 +144,31 @@ impl Generator {
     }
 }
 
+/// Throughput-minded producer defaults; `[kafka.client]` may override them.
+const DEFAULTS: &[(&str, &str)] = &[
+    ("linger.ms", "20"),
+    ("batch.num.messages", "10000"),
+    ("queue.buffering.max.messages", "500000"),
+    ("queue.buffering.max.kbytes", "262144"),
+];
+
+/// The producer's properties: the defaults, then `client`, then the brokers.
+pub fn properties(brokers: &str, client: Vec<(String, String)>) -> Properties {
+    Properties::custom(
+        Role::Producer,
+        DEFAULTS,
+        client,
+        &[("bootstrap.servers", brokers)],
+    )
+}
+
+/// Whether librdkafka accepts the producer `rankflow produce` would create
+/// from this config (used by `check` and before producing).
+pub fn check(config: &KafkaConfig) -> Result<(), ClientError> {
+    let user = client::producer_user_properties(config)?;
+    client::check_producer(&properties(&config.brokers, user))
+}
+
 /// Sends events until `opts.events` are out (or forever when 0, until
 /// `stop` returns true). Blocking: call from a blocking thread.
 pub fn run(
@@ -147,17 +176,8 @@ pub fn run(
     clock: SharedClock,
     stop: &dyn Fn() -> bool,
 ) -> Result<u64, ProduceError> {
-    let mut cc = ClientConfig::new();
-    cc.set("bootstrap.servers", &opts.brokers)
-        .set("linger.ms", "20")
-        .set("batch.num.messages", "10000")
-        .set("queue.buffering.max.messages", "500000")
-        .set("queue.buffering.max.kbytes", "262144");
-    for (k, v) in &opts.client {
-        cc.set(k, v);
-    }
     let producer: ThreadedProducer<DefaultProducerContext> =
-        cc.create().map_err(ProduceError::Client)?;
+        properties(&opts.brokers, opts.client.clone()).create()?;
     let mut generator = Generator::new(opts)?;
     let started = Instant::now();
     let mut last_report = Instant::now();

@@ -1,4 +1,5 @@
-//! What a board is: its compiled definition ([`model`]), the calendar and
+//! What a board is: its definition as written ([`spec`]), the compiled
+//! board and its domain enums ([`model`]), the calendar and
 //! window time math ([`period`], [`window`], [`duration`]), where an event
 //! lands ([`resolve`]), Redis key names ([`keys`]) and the score encoding of
 //! tie-break boards ([`score`]).
@@ -9,6 +10,8 @@ pub mod model;
 pub mod period;
 pub mod resolve;
 pub mod score;
+pub mod spec;
 pub mod window;
 
-pub use model::{Board, BoardSet};
+pub use model::{Aggregate, Board, BoardSet, Order, TieBreak};
+pub use spec::{BoardError, BoardSpec, Globals};

@@ -7,11 +7,13 @@ use std::collections::HashSet;
 
 use chrono_tz::Tz;
 
-use super::duration::{Span, parse_fixed, parse_span};
+use serde::{Deserialize, Serialize};
+
+use super::duration::{Span, parse_span};
 use super::period::PeriodKind;
 use super::score::{MAX_EXACT, MAX_TIE_TS, TieKey};
+use super::spec::{BoardError, BoardSpec, Globals};
 use super::window::WindowSpec;
-use crate::config::{Aggregate, BoardConfig, Config, ConfigError, Order, TieBreak};
 use crate::event::EventType;
 use crate::expr::{Expect, Program};
 
@@ -23,6 +25,36 @@ pub const DEFAULT_RETENTION: [(PeriodKind, &str); 5] = [
     (PeriodKind::Month, "13mo"),
     (PeriodKind::Year, "3y"),
 ];
+
+/// How a board combines the scores of one member within a view.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Aggregate {
+    #[default]
+    Sum,
+    Max,
+    Min,
+    Last,
+}
+
+/// Which of two members with equal scores ranks first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TieBreak {
+    #[default]
+    None,
+    Earliest,
+    Latest,
+}
+
+/// Rank order: `desc` puts the highest score first (the default, and for
+/// `min` boards `asc`, because their best is the lowest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    Desc,
+    Asc,
+}
 
 /// One view of a board: a calendar period or a sliding window.
 #[derive(Debug, Clone)]
@@ -122,30 +154,22 @@ pub struct BoardSet {
 }
 
 impl BoardSet {
-    pub fn compile(config: &Config) -> Result<BoardSet, ConfigError> {
-        let default_tz = parse_tz(&config.timezone)
-            .map_err(|m| ConfigError::invalid("setting `timezone`", m))?;
-        let future_skew_ms = parse_fixed(&config.max_future_skew)
-            .map_err(|e| ConfigError::invalid("setting `max_future_skew`", e.to_string()))?;
-        let prefix = &config.redis.key_prefix;
+    /// Compiles the `[[board]]` definitions with the global settings they
+    /// depend on; every mistake names the board and field.
+    pub fn compile(specs: &[BoardSpec], globals: &Globals) -> Result<BoardSet, BoardError> {
+        let prefix = &globals.key_prefix;
         if prefix.is_empty() || prefix.contains(['{', '}']) {
-            return Err(ConfigError::invalid(
-                "setting `redis.key_prefix`",
-                "must be non-empty and must not contain `{` or `}` (they delimit the hash tag)",
-            ));
+            return Err(BoardError::KeyPrefix(prefix.clone()));
         }
-        if config.boards.is_empty() {
-            return Err(ConfigError::invalid(
-                "[[board]]",
-                "no boards are defined; add at least one [[board]] table",
-            ));
+        if specs.is_empty() {
+            return Err(BoardError::NoBoards);
         }
-        let mut boards = Vec::with_capacity(config.boards.len());
+        let mut boards = Vec::with_capacity(specs.len());
         let mut names = HashSet::new();
-        for (i, b) in config.boards.iter().enumerate() {
-            let board = compile_board(i + 1, b, default_tz)?;
+        for (i, b) in specs.iter().enumerate() {
+            let board = compile_board(i + 1, b, globals.timezone)?;
             if !names.insert(board.name.clone()) {
-                return Err(ConfigError::invalid(
+                return Err(BoardError::invalid(
                     location(i + 1, &b.name, "name"),
                     "another board already has this name",
                 ));
@@ -160,7 +184,7 @@ impl BoardSet {
             boards,
             by_event,
             key_prefix: prefix.clone(),
-            future_skew_ms,
+            future_skew_ms: globals.future_skew_ms,
         })
     }
 
@@ -178,7 +202,8 @@ fn location(number: usize, name: &str, field: &str) -> String {
     format!("board `{name}` (#{number}), field `{field}`")
 }
 
-fn parse_tz(name: &str) -> Result<Tz, String> {
+/// Parses an IANA zone name; the message gives examples.
+pub fn parse_tz(name: &str) -> Result<Tz, String> {
     name.parse::<Tz>()
         .map_err(|_| format!("unknown IANA time zone {name:?} (e.g. \"UTC\", \"Asia/Shanghai\")"))
 }
@@ -190,23 +215,23 @@ fn valid_name(name: &str) -> bool {
         && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_'))
 }
 
-fn compile_board(number: usize, b: &BoardConfig, default_tz: Tz) -> Result<Board, ConfigError> {
+fn compile_board(number: usize, b: &BoardSpec, default_tz: Tz) -> Result<Board, BoardError> {
     let at = |field: &str| location(number, &b.name, field);
     if !valid_name(&b.name) {
-        return Err(ConfigError::invalid(
+        return Err(BoardError::invalid(
             at("name"),
             "must match ^[a-z][a-z0-9_]{0,63}$",
         ));
     }
     let event = EventType::parse(&b.event).ok_or_else(|| {
-        ConfigError::invalid(
+        BoardError::invalid(
             at("event"),
             format!("unknown event type {:?} (gift, score or play)", b.event),
         )
     })?;
     let expr = |field: &str, src: &str, expect: Expect| {
         Program::compile(src, expect).map_err(|e| {
-            ConfigError::invalid(
+            BoardError::invalid(
                 at(field),
                 format!("{} at column {} of {src:?}", e.message, e.position),
             )
@@ -225,14 +250,14 @@ fn compile_board(number: usize, b: &BoardConfig, default_tz: Tz) -> Result<Board
         .map(|s| expr("scope", s, Expect::String))
         .transpose()?;
     let tz = match &b.timezone {
-        Some(name) => parse_tz(name).map_err(|m| ConfigError::invalid(at("timezone"), m))?,
+        Some(name) => parse_tz(name).map_err(|m| BoardError::invalid(at("timezone"), m))?,
         None => default_tz,
     };
 
     for key in b.retention.keys() {
         match PeriodKind::parse(key) {
             Some(PeriodKind::All) | None => {
-                return Err(ConfigError::invalid(
+                return Err(BoardError::invalid(
                     at("retention"),
                     format!(
                         "unknown key {key:?}: retention is set for hour, day, week, month or year"
@@ -246,13 +271,13 @@ fn compile_board(number: usize, b: &BoardConfig, default_tz: Tz) -> Result<Board
     let mut seen = HashSet::new();
     for (i, p) in b.periods.iter().enumerate() {
         let kind = PeriodKind::parse(p).ok_or_else(|| {
-            ConfigError::invalid(
+            BoardError::invalid(
                 format!("{}[{i}]", at("periods")),
                 format!("unknown period {p:?} (hour, day, week, month, year, all)"),
             )
         })?;
         if !seen.insert(kind.name().to_string()) {
-            return Err(ConfigError::invalid(
+            return Err(BoardError::invalid(
                 format!("{}[{i}]", at("periods")),
                 format!("period {p:?} is listed twice"),
             ));
@@ -272,7 +297,7 @@ fn compile_board(number: usize, b: &BoardConfig, default_tz: Tz) -> Result<Board
                 })
                 .unwrap_or("35d");
             Some(parse_span(text).map_err(|e| {
-                ConfigError::invalid(
+                BoardError::invalid(
                     format!("{}.{}", at("retention"), kind.name()),
                     e.to_string(),
                 )
@@ -282,9 +307,9 @@ fn compile_board(number: usize, b: &BoardConfig, default_tz: Tz) -> Result<Board
     }
     for (i, w) in b.windows.iter().enumerate() {
         let spec = WindowSpec::parse(w)
-            .map_err(|e| ConfigError::invalid(format!("{}[{i}]", at("windows")), e.to_string()))?;
+            .map_err(|e| BoardError::invalid(format!("{}[{i}]", at("windows")), e.to_string()))?;
         if !seen.insert(spec.view()) {
-            return Err(ConfigError::invalid(
+            return Err(BoardError::invalid(
                 format!("{}[{i}]", at("windows")),
                 format!(
                     "another window of this board has length {} (views are named win:<length>)",
@@ -295,7 +320,7 @@ fn compile_board(number: usize, b: &BoardConfig, default_tz: Tz) -> Result<Board
         views.push(ViewSpec::Window(spec));
     }
     if views.is_empty() {
-        return Err(ConfigError::invalid(
+        return Err(BoardError::invalid(
             at("periods"),
             "the board has no views: list at least one period or window",
         ));
@@ -323,14 +348,20 @@ fn compile_board(number: usize, b: &BoardConfig, default_tz: Tz) -> Result<Board
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
-    fn compile(boards: &str) -> Result<BoardSet, ConfigError> {
-        let text = format!(
-            "[kafka]\nbrokers = \"b\"\ntopics = [\"t\"]\n[redis]\nurl = \"redis://x\"\n{boards}"
-        );
-        let config = Config::from_toml(&text, Path::new("t.toml"), Vec::new())?;
-        BoardSet::compile(&config)
+    #[derive(Deserialize)]
+    struct File {
+        board: Vec<BoardSpec>,
+    }
+
+    fn compile(boards: &str) -> Result<BoardSet, BoardError> {
+        let file: File = toml::from_str(boards).expect("board tables parse");
+        let globals = Globals {
+            timezone: Tz::UTC,
+            key_prefix: "rankflow".into(),
+            future_skew_ms: 300_000,
+        };
+        BoardSet::compile(&file.board, &globals)
     }
 
     const GOOD: &str = r#"

@@ -1,16 +1,19 @@
-//! The Redis connection: pipelined execution of script calls, the script
-//! cache (NOSCRIPT after a restart or failover is answered by loading the
-//! script and sending the pipeline again, which the offset fences make safe),
-//! and the classification of Redis errors into retriable and permanent.
+//! The Redis connection: set-up (URL, TLS trust, cluster detection: one
+//! seed URL of a cluster node is enough), pipelined execution of script
+//! calls, the script cache (NOSCRIPT after a restart or failover is answered
+//! by loading the script and sending the pipeline again, which the offset
+//! fences make safe), and the classification of Redis errors into retriable
+//! and permanent. Passwords in URLs never reach a message: URLs are shown
+//! through [`crate::config::redact`].
 
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{RedisError, Value};
+use redis::{ClientTlsConfig, RedisError, TlsCertificates, Value};
 
-use crate::config::{RedisConfig, RedisUrl};
+use crate::config::{RedisConfig, redact};
 use crate::telemetry::RedisErrorKind;
 
 use super::call::APPLY_LUA;
@@ -27,6 +30,8 @@ pub enum StoreError {
     Server(String),
     #[error("unexpected reply from Redis: {0}")]
     Protocol(String),
+    /// A setting that can never work (unreadable TLS file, URL the client
+    /// refuses); the message names the setting. Permanent.
     #[error("invalid Redis configuration: {0}")]
     Config(String),
     /// Redis restarted or failed over (its script cache was empty): it may
@@ -46,6 +51,9 @@ impl StoreError {
     pub fn kind(&self) -> RedisErrorKind {
         match self {
             StoreError::Redis(e) if e.is_timeout() => RedisErrorKind::Timeout,
+            StoreError::Redis(e) if e.kind() == redis::ErrorKind::AuthenticationFailed => {
+                RedisErrorKind::Auth
+            }
             StoreError::Redis(e) if e.is_io_error() || e.is_connection_dropped() => {
                 RedisErrorKind::Io
             }
@@ -71,6 +79,31 @@ impl StoreError {
             _ => self.kind().is_retriable(),
         }
     }
+}
+
+impl StoreError {
+    /// Whether this failure at start-up is a fault of the configuration that
+    /// no retry can cure (bad setting, refused credentials or permissions):
+    /// rankflow then exits 2 instead of waiting for Redis.
+    pub fn is_permanent_at_startup(&self) -> bool {
+        match self {
+            StoreError::Config(_) => true,
+            StoreError::Redis(e) if e.kind() == redis::ErrorKind::InvalidClientConfig => true,
+            _ => self.kind() == RedisErrorKind::Auth,
+        }
+    }
+}
+
+/// The Redis ACL rules rankflow needs, as one `ACL SETUSER` argument list
+/// (the README quotes it and the security test applies it as written):
+/// keys under `<key_prefix>:` only, no channels, and exactly the commands
+/// rankflow sends (directly, or from its Lua scripts, which Redis checks
+/// against the same rules). `<key_prefix>` is replaced by the setting.
+pub const ACL_RULES: &str = "resetkeys ~<key_prefix>:* resetchannels -@all +ping +info +client|setinfo +cluster|slots +cluster|shards +cluster|nodes +wait +script|load +evalsha +exists +get +set +hget +hmget +hset +hdel +hincrby +hscan +persist +pexpireat +pexpiretime +zadd +zincrby +zrem +zscore +zcard +zrank +zrevrank +zrange +zrevrange +zrangebylex +zrangebyscore +zremrangebyscore";
+
+/// [`ACL_RULES`] for a key prefix.
+pub fn acl_rules(key_prefix: &str) -> String {
+    ACL_RULES.replace("<key_prefix>", key_prefix)
 }
 
 /// The script versions loaded into Redis for one epoch. Each load appends a
@@ -118,25 +151,33 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Connects (one attempt; the caller decides how to retry).
+    /// Connects (one attempt; the caller decides how to retry). One URL
+    /// may be any node of a cluster: the server says whether it runs in
+    /// cluster mode (`INFO cluster`), and then that URL seeds a cluster
+    /// client that discovers the rest.
     pub async fn connect(config: &RedisConfig) -> Result<Store, StoreError> {
-        let response_timeout = Duration::from_millis(config.response_timeout_ms);
-        let conn = match &config.url {
-            RedisUrl::Single(url) => Conn::Single(single(url, response_timeout).await?),
-            RedisUrl::Cluster(urls) if urls.len() == 1 => {
-                Conn::Single(single(&urls[0], response_timeout).await?)
+        let response_timeout = config.response_timeout_ms.duration();
+        let tls = tls_certificates(config)?;
+        let urls = config.url.urls();
+        let conn = match urls.as_slice() {
+            [] => {
+                return Err(StoreError::Config(
+                    "setting `redis.url`: the cluster list is empty".into(),
+                ));
             }
-            RedisUrl::Cluster(urls) => {
-                let client = ClusterClient::builder(urls.iter().map(String::as_str))
-                    .connection_timeout(Duration::from_secs(2))
-                    .response_timeout(response_timeout)
-                    // MOVED/ASK/TRYAGAIN during resharding and failovers are
-                    // followed by the client; other failures come back here.
-                    .retries(6)
-                    .build()
-                    .map_err(|e| StoreError::Config(format!("{urls:?}: {e}")))?;
-                Conn::Cluster(client.get_async_connection().await?)
+            [url] => {
+                let single = single(url, tls.as_ref(), response_timeout).await?;
+                if cluster_enabled(&single).await? {
+                    tracing::info!(
+                        url = %redact::url(url),
+                        "Redis runs in cluster mode; discovering the cluster from this node."
+                    );
+                    Conn::Cluster(cluster(&urls, tls, response_timeout).await?)
+                } else {
+                    Conn::Single(single)
+                }
             }
+            _ => Conn::Cluster(cluster(&urls, tls, response_timeout).await?),
         };
         let store = Store {
             conn,
@@ -146,10 +187,20 @@ impl Store {
             wait_replicas: config.wait_replicas,
             // Well inside the response timeout, so the client does not give
             // up on the connection while Redis is still waiting.
-            wait_timeout_ms: (config.response_timeout_ms / 2).max(1),
+            wait_timeout_ms: (config.response_timeout_ms.get() / 2).max(1),
         };
         store.load_scripts(0).await?;
         Ok(store)
+    }
+
+    /// Checks what can be checked without connecting: the TLS files can be
+    /// read and the client accepts every URL.
+    pub fn check_settings(config: &RedisConfig) -> Result<(), StoreError> {
+        let tls = tls_certificates(config)?;
+        for url in config.url.urls() {
+            client(url, tls.as_ref())?;
+        }
+        Ok(())
     }
 
     /// Whether this is a Redis Cluster.
@@ -346,8 +397,54 @@ impl Store {
     }
 }
 
-async fn single(url: &str, response_timeout: Duration) -> Result<ConnectionManager, StoreError> {
-    let client = redis::Client::open(url).map_err(|e| StoreError::Config(format!("{url}: {e}")))?;
+/// The CA and client certificate for `rediss://`, read from the files the
+/// settings name (`None`: plain connections, or the system trust store).
+fn tls_certificates(config: &RedisConfig) -> Result<Option<TlsCertificates>, StoreError> {
+    let read = |setting: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| {
+            StoreError::Config(format!(
+                "setting `{setting}`: cannot read {}: {e}",
+                path.display()
+            ))
+        })
+    };
+    let root_cert = match &config.tls_ca_file {
+        Some(path) => Some(read("redis.tls_ca_file", path)?),
+        None => None,
+    };
+    let client_tls = match (&config.tls_cert_file, &config.tls_key_file) {
+        (Some(cert), Some(key)) => Some(ClientTlsConfig {
+            client_cert: read("redis.tls_cert_file", cert)?,
+            client_key: read("redis.tls_key_file", key)?,
+        }),
+        _ => None,
+    };
+    if root_cert.is_none() && client_tls.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(TlsCertificates {
+        client_tls,
+        root_cert,
+    }))
+}
+
+/// A client for one URL; a refused URL is a permanent configuration fault
+/// whose message shows the URL without its password.
+fn client(url: &str, tls: Option<&TlsCertificates>) -> Result<redis::Client, StoreError> {
+    let opened = match tls {
+        Some(certs) => redis::Client::build_with_tls(url, certs.clone()),
+        None => redis::Client::open(url),
+    };
+    opened
+        .map_err(|e| StoreError::Config(format!("setting `redis.url`: {}: {e}", redact::url(url))))
+}
+
+async fn single(
+    url: &str,
+    tls: Option<&TlsCertificates>,
+    response_timeout: Duration,
+) -> Result<ConnectionManager, StoreError> {
+    let client = client(url, tls)?;
     let manager_config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(2)))
         .set_response_timeout(Some(response_timeout))
@@ -356,6 +453,38 @@ async fn single(url: &str, response_timeout: Duration) -> Result<ConnectionManag
         .set_number_of_retries(1)
         .set_max_delay(Duration::from_secs(1));
     Ok(ConnectionManager::new_with_config(client, manager_config).await?)
+}
+
+/// Whether the node behind `conn` runs in cluster mode.
+async fn cluster_enabled(conn: &ConnectionManager) -> Result<bool, StoreError> {
+    let info: String = redis::cmd("INFO")
+        .arg("cluster")
+        .query_async(&mut conn.clone())
+        .await?;
+    Ok(info.lines().any(|l| l.trim() == "cluster_enabled:1"))
+}
+
+/// A cluster client seeded with `urls` (credentials and TLS mode come from
+/// the first; the other nodes are discovered).
+async fn cluster(
+    urls: &[&str],
+    tls: Option<TlsCertificates>,
+    response_timeout: Duration,
+) -> Result<ClusterConnection, StoreError> {
+    let mut builder = ClusterClient::builder(urls.iter().copied())
+        .connection_timeout(Duration::from_secs(2))
+        .response_timeout(response_timeout)
+        // MOVED/ASK/TRYAGAIN during resharding and failovers are
+        // followed by the client; other failures come back here.
+        .retries(6);
+    if let Some(certs) = tls {
+        builder = builder.certs(certs);
+    }
+    let client = builder.build().map_err(|e| {
+        let shown: Vec<String> = urls.iter().map(|u| redact::url(u)).collect();
+        StoreError::Config(format!("setting `redis.url`: {}: {e}", shown.join(", ")))
+    })?;
+    Ok(client.get_async_connection().await?)
 }
 
 /// Turns a per-command error reply into a [`StoreError`].

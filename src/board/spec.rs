@@ -1,0 +1,76 @@
+//! A `[[board]]` table as the user writes it (SPEC §2): the serde shape that
+//! [`crate::board::model::BoardSet::compile`] turns into compiled boards.
+//! It lives with the board, not with the rest of the configuration, so that
+//! the board code never reaches back into `config` (config → board only).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{Aggregate, Order, TieBreak};
+
+/// One `[[board]]` as written.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoardSpec {
+    pub name: String,
+    pub event: String,
+    #[serde(default)]
+    pub filter: Option<String>,
+    pub member: String,
+    pub score: String,
+    #[serde(default)]
+    pub scope: Option<String>,
+    #[serde(default)]
+    pub periods: Vec<String>,
+    #[serde(default)]
+    pub windows: Vec<String>,
+    #[serde(default)]
+    pub aggregate: Aggregate,
+    #[serde(default)]
+    pub tie_break: TieBreak,
+    #[serde(default)]
+    pub order: Option<Order>,
+    #[serde(default)]
+    pub timezone: Option<String>,
+    /// Per period kind (`hour`..`year`): how long after the period ends its
+    /// key is kept.
+    #[serde(default)]
+    pub retention: BTreeMap<String, String>,
+}
+
+/// The settings outside `[[board]]` that compiling boards needs, already
+/// parsed by the caller (the configuration names and checks them).
+#[derive(Debug, Clone)]
+pub struct Globals {
+    /// Zone of boards that do not name their own.
+    pub timezone: chrono_tz::Tz,
+    /// Prefix of every Redis key.
+    pub key_prefix: String,
+    /// Events further ahead of the clock than this many ms are invalid.
+    pub future_skew_ms: i64,
+}
+
+/// A board definition that cannot be compiled. Messages name the board (by
+/// name and position) and the field, or the global setting at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BoardError {
+    #[error("{location}: {message}")]
+    Invalid { location: String, message: String },
+    /// The Redis key prefix cannot delimit keys (empty, or has a brace).
+    #[error(
+        "key prefix {0:?} must be non-empty and must not contain `{{` or `}}` (they delimit the hash tag)"
+    )]
+    KeyPrefix(String),
+    #[error("no boards are defined; add at least one [[board]] table")]
+    NoBoards,
+}
+
+impl BoardError {
+    pub fn invalid(location: impl Into<String>, message: impl Into<String>) -> Self {
+        BoardError::Invalid {
+            location: location.into(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! The configuration file (`rankflow.toml`, SPEC §2) as written by the user:
+//! its serde structures with typed values ([`values`]), defaults,
+//! `RANKFLOW_<SECTION>_<KEY>` environment overrides ([`env`]), the
+//! cross-field rules ([`validate`]), the masking of secrets wherever a
+//! setting is printed ([`redact`]) and the errors that name the setting.
+//!
+//! `config` depends on `board` (the `[[board]]` tables and the domain enums
+//! are defined there) and never the other way round.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::board::{BoardError, BoardSet, BoardSpec, Globals};
+
+mod env;
+pub mod redact;
+mod validate;
+pub mod values;
+
+pub use values::{FixedSpan, Millis, TimeZone};
+
+/// Everything that can be wrong with the configuration; each message says
+/// where (file and line, environment variable, setting, or board and field).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("environment variable {var}: {message}")]
+    Env { var: String, message: String },
+    #[error("{location}: {message}")]
+    Invalid { location: String, message: String },
+}
+
+impl ConfigError {
+    pub fn invalid(location: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            location: location.into(),
+            message: message.into(),
+        }
+    }
+
+    /// For a setting: `setting `redis.url`: ...`.
+    pub fn setting(key: &str, message: impl Into<String>) -> Self {
+        ConfigError::invalid(format!("setting `{key}`"), message)
+    }
+}
+
+impl From<BoardError> for ConfigError {
+    fn from(e: BoardError) -> Self {
+        match e {
+            BoardError::Invalid { location, message } => ConfigError::Invalid { location, message },
+            e @ BoardError::KeyPrefix(_) => ConfigError::setting("redis.key_prefix", e.to_string()),
+            e @ BoardError::NoBoards => ConfigError::invalid("[[board]]", e.to_string()),
+        }
+    }
+}
+
+/// The whole file. Unknown keys anywhere are rejected (`deny_unknown_fields`)
+/// so that a typo cannot silently fall back to a default.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// IANA zone for boards that do not name their own.
+    #[serde(default = "default_timezone")]
+    pub timezone: TimeZone,
+    /// Events further ahead of the clock than this are invalid (SPEC §2).
+    #[serde(default = "default_future_skew")]
+    pub max_future_skew: FixedSpan,
+    pub kafka: KafkaConfig,
+    pub redis: RedisConfig,
+    #[serde(default)]
+    pub batch: BatchConfig,
+    #[serde(default)]
+    pub http: HttpConfig,
+    /// The `[[board]]` array.
+    #[serde(default, rename = "board")]
+    pub boards: Vec<BoardSpec>,
+}
+
+#[derive(Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaConfig {
+    /// Bootstrap servers, comma separated (`bootstrap.servers`).
+    pub brokers: String,
+    #[serde(default = "default_group_id")]
+    pub group_id: String,
+    pub topics: Vec<String>,
+    /// Where undecodable or rule-breaking messages go (SPEC §4). Without it
+    /// they are only counted and logged.
+    #[serde(default)]
+    pub dead_letter_topic: Option<String>,
+    /// Messages larger than this are rejected as `too_large` before parsing,
+    /// so one huge payload cannot cost a JSON parse of unbounded size.
+    #[serde(default = "default_max_event_bytes")]
+    pub max_event_bytes: NonZeroUsize,
+    /// librdkafka properties passed through as given (to the consumer, the
+    /// dead-letter producer and `rankflow produce`).
+    #[serde(default)]
+    pub client: BTreeMap<String, String>,
+}
+
+impl KafkaConfig {
+    /// `[kafka.client]` with secret values masked, for printing.
+    pub fn client_redacted(&self) -> BTreeMap<&str, &str> {
+        self.client
+            .iter()
+            .map(|(k, v)| (k.as_str(), redact::property(k, v)))
+            .collect()
+    }
+
+    /// The values of secret `[kafka.client]` properties, to mask in messages
+    /// that quote them.
+    pub fn secrets(&self) -> Vec<&str> {
+        self.client
+            .iter()
+            .filter(|(k, _)| redact::is_secret_property(k))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
+/// Debug without secrets: configs end up in logs and panic messages.
+impl fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaConfig")
+            .field("brokers", &self.brokers)
+            .field("group_id", &self.group_id)
+            .field("topics", &self.topics)
+            .field("dead_letter_topic", &self.dead_letter_topic)
+            .field("max_event_bytes", &self.max_event_bytes)
+            .field("client", &self.client_redacted())
+            .finish()
+    }
+}
+
+/// `url` is one URL (a single node, or any node of a cluster: the server
+/// says which), or a list of node URLs for a cluster.
+#[derive(Clone, Deserialize, Serialize)]
+#[serde(untagged, expecting = "a redis:// URL, or a list of cluster node URLs")]
+pub enum RedisUrl {
+    Single(String),
+    Cluster(Vec<String>),
+}
+
+impl RedisUrl {
+    /// Every URL given, in order.
+    pub fn urls(&self) -> Vec<&str> {
+        match self {
+            RedisUrl::Single(u) => vec![u.as_str()],
+            RedisUrl::Cluster(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+
+    /// The URLs with passwords masked, for printing.
+    pub fn redacted(&self) -> String {
+        self.urls()
+            .into_iter()
+            .map(redact::url)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl fmt::Debug for RedisUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RedisUrl({})", self.redacted())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisConfig {
+    pub url: RedisUrl,
+    #[serde(default = "default_key_prefix")]
+    pub key_prefix: String,
+    /// How long one pipelined batch may take before it is treated as failed
+    /// and retried (a retry is safe: the Lua call is fenced by offset).
+    #[serde(default = "default_response_timeout")]
+    pub response_timeout_ms: Millis,
+    /// Acknowledge a batch only once this many replicas of every primary
+    /// it wrote to have its writes (Redis `WAIT`), so that a failover to a
+    /// replica cannot lose acknowledged updates. 0 = do not wait.
+    #[serde(default)]
+    pub wait_replicas: u32,
+    /// PEM file of the CA that signed the server certificate, for
+    /// `rediss://` URLs; without it the system's trust store is used.
+    #[serde(default)]
+    pub tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate and key, for servers that require mutual TLS
+    /// (`tls-auth-clients yes`); both or neither.
+    #[serde(default)]
+    pub tls_cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchConfig {
+    /// A batch closes when it holds this many messages... (only reached
+    /// above `max_events / max_delay_ms` events per second, e.g. while
+    /// catching up; bigger batches aggregate more per member and key)
+    #[serde(default = "default_max_events")]
+    pub max_events: NonZeroUsize,
+    /// ...or when its first message is this old.
+    #[serde(default = "default_max_delay")]
+    pub max_delay_ms: Millis,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig {
+            max_events: default_max_events(),
+            max_delay_ms: default_max_delay(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// `host:port` to listen on; `:0` picks a free port.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: default_listen(),
+        }
+    }
+}
+
+fn default_timezone() -> TimeZone {
+    TimeZone(chrono_tz::Tz::UTC)
+}
+fn default_future_skew() -> FixedSpan {
+    FixedSpan {
+        text: "5m".into(),
+        ms: 5 * 60_000,
+    }
+}
+fn default_group_id() -> String {
+    "rankflow".into()
+}
+fn default_max_event_bytes() -> NonZeroUsize {
+    NonZeroUsize::MIN.saturating_add(64 * 1024 - 1)
+}
+fn default_key_prefix() -> String {
+    "rankflow".into()
+}
+fn default_response_timeout() -> Millis {
+    Millis::from_const(10_000)
+}
+fn default_max_events() -> NonZeroUsize {
+    NonZeroUsize::MIN.saturating_add(20_000 - 1)
+}
+fn default_max_delay() -> Millis {
+    Millis::from_const(50)
+}
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9898))
+}
+
+impl Config {
+    /// Reads the file, applies the process environment, deserializes and
+    /// checks the cross-field rules.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::from_toml(&text, path, std::env::vars())
+    }
+
+    /// Parses `text` (named `path` in messages) with the given environment,
+    /// then [`Config::validate`]s it.
+    pub fn from_toml(
+        text: &str,
+        path: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let parse_err = |source: toml::de::Error| ConfigError::Parse {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        };
+        let mut table: toml::Table = text.parse().map_err(parse_err)?;
+        let overridden = env::apply_env(&mut table, env)?;
+        let config: Config = if overridden {
+            // Spans into the original text would be wrong after an override,
+            // so re-serialize: messages then still name the key.
+            let merged = toml::to_string(&table).map_err(|e| ConfigError::Env {
+                var: "RANKFLOW_*".into(),
+                message: e.to_string(),
+            })?;
+            toml::from_str(&merged).map_err(parse_err)?
+        } else {
+            toml::from_str(text).map_err(parse_err)?
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The global settings board compilation needs.
+    pub fn globals(&self) -> Globals {
+        Globals {
+            timezone: self.timezone.0,
+            key_prefix: self.redis.key_prefix.clone(),
+            future_skew_ms: self.max_future_skew.ms(),
+        }
+    }
+
+    /// Compiles the `[[board]]` tables; mistakes name board and field.
+    pub fn compile_boards(&self) -> Result<BoardSet, ConfigError> {
+        Ok(BoardSet::compile(&self.boards, &self.globals())?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::{Aggregate, TieBreak};
+
+    const MINIMAL: &str = r#"
+        [kafka]
+        brokers = "127.0.0.1:9092"
+        topics = ["events"]
+        [redis]
+        url = "redis://127.0.0.1:6379"
+        [[board]]
+        name = "b"
+        event = "gift"
+        member = "receiver_id"
+        score = "count"
+        periods = ["day"]
+    "#;
+
+    fn load(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_toml(
+            text,
+            Path::new("test.toml"),
+            env.iter().map(|(k, v)| (k.to_string(), v.to_string())),
+        )
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let c = load(MINIMAL, &[]).unwrap();
+        assert_eq!(c.timezone.0, chrono_tz::Tz::UTC);
+        assert_eq!(c.max_future_skew.ms(), 300_000);
+        assert_eq!(c.batch.max_events.get(), 20_000);
+        assert_eq!(c.batch.max_delay_ms.get(), 50);
+        assert_eq!(c.redis.response_timeout_ms.get(), 10_000);
+        assert_eq!(c.kafka.max_event_bytes.get(), 65_536);
+        assert_eq!(c.http.listen.to_string(), "127.0.0.1:9898");
+        assert_eq!(c.redis.key_prefix, "rankflow");
+        assert_eq!(c.kafka.group_id, "rankflow");
+        assert_eq!(c.boards[0].aggregate, Aggregate::Sum);
+        assert_eq!(c.boards[0].tie_break, TieBreak::None);
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_with_its_line() {
+        let text = MINIMAL
+            .replace("max_delay", "x")
+            .replace("[redis]", "[redis]\n        urll = \"redis://x\"");
+        let err = load(&text, &[]).unwrap_err().to_string();
+        assert!(err.contains("urll"), "{err}");
+        assert!(err.contains("line"), "{err}");
+    }
+
+    #[test]
+    fn environment_overrides_typed_values() {
+        let c = load(
+            MINIMAL,
+            &[
+                ("RANKFLOW_KAFKA_BROKERS", "h:1"),
+                ("RANKFLOW_KAFKA_TOPICS", "a, b"),
+                ("RANKFLOW_BATCH_MAX_EVENTS", "7"),
+                ("RANKFLOW_TIMEZONE", "Asia/Shanghai"),
+                ("RANKFLOW_REDIS_URL", "redis://a:1,redis://b:2"),
+                ("RANKFLOW_KAFKA_CLIENT_SESSION_TIMEOUT_MS", "6000"),
+                ("RANKFLOW_LOG", "debug"),
+                ("PATH", "/bin"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.kafka.brokers, "h:1");
+        assert_eq!(c.kafka.topics, vec!["a", "b"]);
+        assert_eq!(c.batch.max_events.get(), 7);
+        assert_eq!(c.timezone.0, chrono_tz::Tz::Asia__Shanghai);
+        assert!(matches!(&c.redis.url, RedisUrl::Cluster(v) if v.len() == 2));
+        assert_eq!(c.kafka.client["session.timeout.ms"], "6000");
+    }
+
+    #[test]
+    fn unknown_environment_setting_is_named() {
+        let err = load(MINIMAL, &[("RANKFLOW_KAFKA_BROKER", "x")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("RANKFLOW_KAFKA_BROKER"), "{err}");
+        let err = load(MINIMAL, &[("RANKFLOW_BATCH_MAX_EVENTS", "many")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("integer"), "{err}");
+    }
+}
