@@ -176,10 +176,10 @@ async fn main() {
     );
 
     let defaults = rankflow::config::BatchConfig::default();
-    let max_events = env_u64("BENCH_MAX_EVENTS", defaults.max_events as u64) as usize;
+    let max_events = env_u64("BENCH_MAX_EVENTS", defaults.max_events.get() as u64) as usize;
     eprintln!(
         "batched: max_events = {max_events}, max_delay_ms = {}",
-        defaults.max_delay_ms
+        defaults.max_delay_ms.get()
     );
     let batched = consume(
         &broker,
@@ -187,7 +187,7 @@ async fn main() {
         &topic,
         events,
         max_events,
-        defaults.max_delay_ms,
+        defaults.max_delay_ms.get(),
     )
     .await;
     eprintln!("naive: max_events = 1 over the first {naive_events} events");
@@ -197,7 +197,7 @@ async fn main() {
         &topic,
         naive_events,
         1,
-        defaults.max_delay_ms,
+        defaults.max_delay_ms.get(),
     )
     .await;
 
@@ -206,7 +206,7 @@ async fn main() {
     );
     println!(
         "  batched (max_events {max_events}, max_delay_ms {}): {batched:>10.0} events/s",
-        defaults.max_delay_ms
+        defaults.max_delay_ms.get()
     );
     println!("  naive   (max_events 1): {naive:>10.0} events/s");
     println!("  (naive measured over the first {naive_events} events)");

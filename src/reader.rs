@@ -11,11 +11,11 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::board::BoardSet;
+use crate::board::Order;
 use crate::board::keys;
 use crate::board::model::{Board, ViewSpec};
 use crate::board::period::{PeriodKind, parse_period_id, period_of};
 use crate::clock::SharedClock;
-use crate::config::Order;
 use crate::sink::store::{Store, StoreError};
 
 /// Largest page a read may ask for (`limit`).

@@ -168,7 +168,7 @@ mod tests {
             periods = ["day"]
         "#;
         let config = Config::from_toml(text, Path::new("t.toml"), Vec::new()).unwrap();
-        BoardSet::compile(&config).unwrap()
+        config.compile_boards().unwrap()
     }
 
     fn event(json: serde_json::Value) -> Event {

@@ -10,7 +10,7 @@
 //! the earliest event that attained the best value, for `last` the event
 //! whose value is kept.
 
-use crate::config::Aggregate;
+use crate::board::Aggregate;
 
 /// A member's aggregated value and the time it was reached.
 #[derive(Debug, Clone, Copy, PartialEq)]

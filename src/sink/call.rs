@@ -12,10 +12,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use crate::board::Aggregate;
 use crate::board::BoardSet;
 use crate::board::keys;
 use crate::board::model::{Board, ViewSpec};
-use crate::config::Aggregate;
 
 use std::time::Instant;
 

@@ -5,11 +5,11 @@
 //! per-partition `rankflow_consumer_lag` gauge, computed from librdkafka's
 //! own figures so no watermark query blocks an async worker).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use rdkafka::client::ClientContext;
-use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
@@ -22,17 +22,11 @@ use crate::config::KafkaConfig;
 use crate::health::Health;
 use crate::telemetry::events::{PartitionLag, Rebalanced};
 
+pub mod client;
 pub mod outage;
 pub mod probe;
 
-/// Client properties rankflow sets itself; `[kafka.client]` may not change
-/// them, because the offset handling depends on them.
-pub const MANAGED_PROPERTIES: &[&str] = &[
-    "bootstrap.servers",
-    "group.id",
-    "enable.auto.offset.store",
-    "enable.partition.eof",
-];
+pub use client::{MANAGED_PROPERTIES, client_config};
 
 /// A partition: topic and number.
 pub type TopicPartition = (Arc<str>, i32);
@@ -236,38 +230,6 @@ impl ConsumerContext for Context {
 
 /// The consumer type rankflow runs.
 pub type KafkaConsumer = StreamConsumer<Context>;
-
-/// The librdkafka properties: rankflow's own, then `[kafka.client]` as given.
-pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, SourceError> {
-    for key in config.client.keys() {
-        if MANAGED_PROPERTIES.contains(&key.as_str()) {
-            return Err(SourceError::Managed(key.clone()));
-        }
-    }
-    let mut defaults: BTreeMap<&str, String> = BTreeMap::new();
-    defaults.insert("enable.auto.commit", "true".into());
-    defaults.insert("auto.commit.interval.ms", "1000".into());
-    defaults.insert("auto.offset.reset", "earliest".into());
-    defaults.insert("statistics.interval.ms", "1000".into());
-    // Bound librdkafka's own prefetch so memory stays bounded while Redis is
-    // slow...
-    defaults.insert("queued.max.messages.kbytes", "16384".into());
-    // ...but when the prefetch is full, look again soon: the default (1 s)
-    // leaves a fast consumer without messages for most of that second.
-    defaults.insert("fetch.queue.backoff.ms", "20".into());
-    let mut cc = ClientConfig::new();
-    for (k, v) in defaults {
-        cc.set(k, v);
-    }
-    for (k, v) in &config.client {
-        cc.set(k, v);
-    }
-    cc.set("bootstrap.servers", &config.brokers);
-    cc.set("group.id", &config.group_id);
-    cc.set("enable.auto.offset.store", "false");
-    cc.set("enable.partition.eof", "false");
-    Ok(cc)
-}
 
 /// Creates the consumer and subscribes to the configured topics.
 pub fn subscribe(config: &KafkaConfig, context: Context) -> Result<KafkaConsumer, SourceError> {

@@ -35,7 +35,7 @@ impl Direct {
             "{boards}\n[kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\n[redis]\nurl = \"{redis_url}\"\nkey_prefix = \"{prefix}\"\n"
         );
         let cfg = Config::from_toml(&text, Path::new("direct.toml"), Vec::new()).expect("config");
-        let boards = Arc::new(BoardSet::compile(&cfg).expect("boards"));
+        let boards = Arc::new(cfg.compile_boards().expect("boards"));
         let store = Store::connect(&cfg.redis).await.expect("redis");
         Direct {
             resolver: Resolver::new(&boards),
