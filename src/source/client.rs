@@ -6,10 +6,11 @@
 //! names the `[kafka.client]` key and masks secret values, and the caller
 //! exits 2 instead of retrying.
 
-use rdkafka::config::{ClientConfig, FromClientConfig};
-use rdkafka::consumer::BaseConsumer;
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, FromClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, ConsumerContext};
 use rdkafka::error::KafkaError;
-use rdkafka::producer::BaseProducer;
+use rdkafka::producer::{BaseProducer, DeliveryResult, ProducerContext};
 
 use super::SourceError;
 use crate::config::KafkaConfig;
@@ -65,10 +66,12 @@ impl Role {
 /// properties fail the same way on every attempt.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ClientError {
-    #[error("setting `[kafka.client] {key:?}`: librdkafka rejects it for the {}: {message}", role.name())]
+    #[error("setting `[kafka.client] {key:?}`{}: librdkafka rejects it for the {}: {message}", with_keys(with), role.name())]
     Property {
         role: Role,
         key: String,
+        /// Other properties the failure needs (a combination is refused).
+        with: Vec<String>,
         message: String,
     },
     #[error("setting `{setting}`: librdkafka rejects it for the {}: {message}", role.name())]
@@ -81,6 +84,22 @@ pub enum ClientError {
         "[kafka.client] sets {0:?}, which rankflow manages itself (use kafka.brokers / kafka.group_id)"
     )]
     Managed(String),
+}
+
+/// librdkafka's reason, without rdkafka's "Client creation error:" prefix.
+fn describe(error: &KafkaError) -> String {
+    match error {
+        KafkaError::ClientCreation(m) => m.clone(),
+        e => e.to_string(),
+    }
+}
+
+fn with_keys(with: &[String]) -> String {
+    if with.is_empty() {
+        return String::new();
+    }
+    let quoted: Vec<String> = with.iter().map(|k| format!("{k:?}")).collect();
+    format!(" (together with {})", quoted.join(", "))
 }
 
 /// A client's properties in three layers: rankflow's defaults, then the
@@ -139,31 +158,90 @@ impl Properties {
     }
 
     /// Creates the client. librdkafka checks every property here without
-    /// connecting (connections start in the background and end with the
-    /// client). A rejection names the property: librdkafka says which when
-    /// it refuses a value outright; when only the combination fails (e.g. a
-    /// SASL mechanism it does not know), the user's properties are added one
-    /// at a time until the client can no longer be created.
+    /// waiting for a broker (connections start in the background and end
+    /// with the client). A rejection names the property: see [`Self::check`].
     pub fn create<C: FromClientConfig>(&self) -> Result<C, ClientError> {
-        let error = match self.config().create::<C>() {
-            Ok(client) => return Ok(client),
+        match self.config().create::<C>() {
+            Ok(client) => Ok(client),
+            Err(e) => Err(self.check().err().unwrap_or_else(|| self.unexplained(&e))),
+        }
+    }
+
+    /// Creates and drops a client of this role with librdkafka's own log
+    /// lines silenced, and on failure names the properties at fault.
+    /// librdkafka says which when it refuses a value outright; when only a
+    /// combination fails (a SASL mechanism it does not know, idempotence
+    /// with `acks=1`), the user's properties are added one at a time until
+    /// the client can no longer be created, and each earlier one that the
+    /// failure needs is named with it.
+    pub fn check(&self) -> Result<(), ClientError> {
+        let error = match self.try_create(self.user.len()) {
+            Ok(()) => return Ok(()),
             Err(e) => e,
         };
         if let KafkaError::ClientConfig(_, desc, key, _) = &error {
-            return Err(self.rejected(key, desc));
+            return Err(self.rejected(&[key.as_str()], desc));
         }
-        let message = error.to_string();
-        for n in 1..=self.user.len() {
-            if self.build(n).create::<C>().is_err() {
-                let key = self.user[n - 1].0.clone();
-                return Err(self.rejected(&key, &message));
+        let message = describe(&error);
+        let Some(n) = (1..=self.user.len()).find(|&n| self.try_create(n).is_err()) else {
+            return Err(self.unexplained(&error));
+        };
+        let mut keys = vec![self.user[n - 1].0.as_str()];
+        for j in 0..n - 1 {
+            if self.try_create_without(n, j).is_ok() {
+                keys.push(self.user[j].0.as_str());
             }
         }
-        Err(ClientError::Setting {
+        // A key whose value librdkafka quotes is the likeliest culprit (a
+        // SASL mechanism it does not know fails only once a SASL protocol
+        // is set, so the protocol is where the failure shows up): name it
+        // first.
+        let quoted: Vec<&str> = self.user[..n]
+            .iter()
+            .filter(|(k, v)| {
+                !redact::is_secret_property(k) && v.len() > 1 && message.contains(v.as_str())
+            })
+            .map(|(k, _)| k.as_str())
+            .collect();
+        keys.retain(|k| !quoted.contains(k));
+        let keys: Vec<&str> = quoted.into_iter().chain(keys).collect();
+        Err(self.rejected(&keys, &message))
+    }
+
+    fn try_create(&self, user_props: usize) -> Result<(), KafkaError> {
+        self.create_quiet(self.build(user_props))
+    }
+
+    fn try_create_without(&self, user_props: usize, skip: usize) -> Result<(), KafkaError> {
+        let mut p = self.clone();
+        p.user = self
+            .user
+            .iter()
+            .take(user_props)
+            .enumerate()
+            .filter(|(i, _)| *i != skip)
+            .map(|(_, kv)| kv.clone())
+            .collect();
+        p.create_quiet(p.config())
+    }
+
+    fn create_quiet(&self, cc: ClientConfig) -> Result<(), KafkaError> {
+        match self.role {
+            Role::Consumer => cc
+                .create_with_context::<_, BaseConsumer<Quiet>>(Quiet)
+                .map(drop),
+            Role::DeadLetterProducer | Role::Producer => cc
+                .create_with_context::<_, BaseProducer<Quiet>>(Quiet)
+                .map(drop),
+        }
+    }
+
+    fn unexplained(&self, error: &KafkaError) -> ClientError {
+        ClientError::Setting {
             role: self.role,
             setting: "kafka.brokers",
-            message: self.mask(&message),
-        })
+            message: self.mask(&describe(error)),
+        }
     }
 
     fn mask(&self, text: &str) -> String {
@@ -171,17 +249,23 @@ impl Properties {
         redact::in_text(text, &secrets)
     }
 
-    fn rejected(&self, key: &str, message: &str) -> ClientError {
+    fn rejected(&self, keys: &[&str], message: &str) -> ClientError {
         let message = self.mask(message);
-        match self.user.iter().any(|(k, _)| k == key) {
-            true => ClientError::Property {
+        let user: Vec<&str> = keys
+            .iter()
+            .copied()
+            .filter(|k| self.user.iter().any(|(uk, _)| uk == k))
+            .collect();
+        match (user.first(), keys.first()) {
+            (Some(first), _) => ClientError::Property {
                 role: self.role,
-                key: key.to_string(),
+                key: first.to_string(),
+                with: user[1..].iter().map(|k| k.to_string()).collect(),
                 message,
             },
-            false => ClientError::Setting {
+            (None, key) => ClientError::Setting {
                 role: self.role,
-                setting: if key == "group.id" {
+                setting: if key == Some(&"group.id") {
                     "kafka.group_id"
                 } else {
                     "kafka.brokers"
@@ -190,6 +274,29 @@ impl Properties {
             },
         }
     }
+}
+
+/// A client context that turns librdkafka's own log lines into debug
+/// lines: a check creates clients that are dropped at once, and their
+/// connection attempts and configuration warnings would only add noise to
+/// the one error line the check prints.
+struct Quiet;
+
+impl ClientContext for Quiet {
+    fn log(&self, _level: RDKafkaLogLevel, fac: &str, message: &str) {
+        tracing::debug!(target: "librdkafka", facility = fac, "{message}");
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::debug!(target: "librdkafka", error = %error, reason, "Check client error.");
+    }
+}
+
+impl ConsumerContext for Quiet {}
+
+impl ProducerContext for Quiet {
+    type DeliveryOpaque = ();
+    fn delivery(&self, _: &DeliveryResult<'_>, _: Self::DeliveryOpaque) {}
 }
 
 fn check_managed(config: &KafkaConfig) -> Result<(), ClientError> {
@@ -286,12 +393,10 @@ pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, SourceError> 
 /// Creates (and drops) a consumer with these properties: the start-up and
 /// `rankflow check` test that librdkafka accepts `[kafka.client]`.
 pub fn check_consumer(config: &KafkaConfig) -> Result<(), ClientError> {
-    consumer_properties(config)?
-        .create::<BaseConsumer>()
-        .map(drop)
+    consumer_properties(config)?.check()
 }
 
 /// Creates (and drops) a producer with these properties.
 pub fn check_producer(properties: &Properties) -> Result<(), ClientError> {
-    properties.create::<BaseProducer>().map(drop)
+    properties.check()
 }
