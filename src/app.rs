@@ -237,24 +237,27 @@ async fn connect_redis(
 ) -> Result<Option<Store>, AppError> {
     let mut delay = Duration::from_millis(200);
     let mut attempt = 1u32;
+    // Operators need to see which server is meant; never its password.
+    let url = config.redis.url.redacted();
     loop {
         match Store::connect(&config.redis).await {
             Ok(store) => {
                 health.redis_ok();
                 events::RedisReachable.emit();
-                tracing::info!(attempt, "Connected to Redis and loaded the apply script.");
+                tracing::info!(attempt, url = %url, "Connected to Redis and loaded the apply script.");
                 return Ok(Some(store));
             }
             Err(e) if e.is_permanent_at_startup() => {
-                health.redis_failed(&format!("refused: {e}"));
+                health.redis_failed(&format!("{url} refused rankflow: {e}"));
                 return Err(AppError::Redis(e));
             }
             Err(e) => {
-                health.redis_failed(&format!("cannot connect: {e}"));
+                let why = format!("cannot connect to {url}: {e}");
+                health.redis_failed(&why);
                 events::RedisFailed {
                     call: RedisCall::Connect,
                     kind: e.kind(),
-                    error: &e,
+                    error: &why,
                     attempt,
                     events: 0,
                     retry_in: delay,

@@ -99,7 +99,10 @@ impl StoreError {
 /// keys under `<key_prefix>:` only, no channels, and exactly the commands
 /// rankflow sends (directly, or from its Lua scripts, which Redis checks
 /// against the same rules). `<key_prefix>` is replaced by the setting.
-pub const ACL_RULES: &str = "resetkeys ~<key_prefix>:* resetchannels -@all +ping +info +client|setinfo +cluster|slots +cluster|shards +cluster|nodes +wait +script|load +evalsha +exists +get +set +hget +hmget +hset +hdel +hincrby +hscan +persist +pexpireat +pexpiretime +zadd +zincrby +zrem +zscore +zcard +zrank +zrevrank +zrange +zrevrange +zrangebylex +zrangebyscore +zremrangebyscore";
+/// `INFO` detects cluster mode and watches the run id; `CLUSTER SLOTS` is
+/// how the cluster client learns the slot map; redis-rs's `CLIENT SETINFO`
+/// at connect may fail (its reply is ignored), so it is not granted.
+pub const ACL_RULES: &str = "resetkeys ~<key_prefix>:* resetchannels -@all +ping +info +cluster|slots +wait +script|load +evalsha +exists +get +set +hget +hmget +hset +hdel +hincrby +hscan +persist +pexpireat +pexpiretime +zadd +zincrby +zrem +zscore +zcard +zrank +zrevrank +zrange +zrevrange +zrangebylex +zrangebyscore +zremrangebyscore";
 
 /// [`ACL_RULES`] for a key prefix.
 pub fn acl_rules(key_prefix: &str) -> String {
@@ -496,5 +499,69 @@ pub fn server_error(value: &Value) -> Option<StoreError> {
             e.details().unwrap_or("")
         ))),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Commands rankflow sends from Rust (reader, trimmer, positions,
+    /// script loading, health probe, WAIT, cluster discovery).
+    const FROM_RUST: &[&str] = &[
+        "ping",
+        "info",
+        "cluster|slots",
+        "wait",
+        "script|load",
+        "evalsha",
+        "set",
+        "hget",
+        "hmget",
+        "zadd",
+        "zrem",
+        "zscore",
+        "zcard",
+        "zrank",
+        "zrevrank",
+        "zrange",
+        "zrevrange",
+    ];
+
+    fn granted() -> Vec<&'static str> {
+        ACL_RULES
+            .split_whitespace()
+            .filter_map(|r| r.strip_prefix('+'))
+            .collect()
+    }
+
+    #[test]
+    fn the_acl_grants_every_command_the_scripts_call() {
+        let granted = granted();
+        for script in [APPLY_LUA, POSITIONS_LUA] {
+            for call in script.split("redis.call(\"").skip(1) {
+                let name = call
+                    .split('"')
+                    .next()
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
+                assert!(granted.contains(&name.as_str()), "{name} is not granted");
+            }
+        }
+    }
+
+    #[test]
+    fn the_acl_grants_nothing_rankflow_does_not_send() {
+        for cmd in granted() {
+            let in_lua = [APPLY_LUA, POSITIONS_LUA].iter().any(|s| {
+                s.to_ascii_lowercase()
+                    .contains(&format!("redis.call(\"{cmd}\""))
+            });
+            assert!(
+                in_lua || FROM_RUST.contains(&cmd),
+                "{cmd} is granted but never sent"
+            );
+        }
+        assert!(ACL_RULES.starts_with("resetkeys ~<key_prefix>:* resetchannels -@all "));
     }
 }
