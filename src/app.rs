@@ -110,7 +110,10 @@ pub async fn run(
     let boards = Arc::new(boards);
     let decoder = Arc::new(Decoder::new(config.kafka.max_event_bytes.get())?);
     for note in config.notes() {
-        tracing::warn!(note = %note, "Configuration note.");
+        // Notes are written as clauses for `check`; the log gets sentences.
+        let mut chars = note.chars();
+        let first = chars.next().map(|c| c.to_uppercase().to_string());
+        tracing::warn!("{}{}.", first.unwrap_or_default(), chars.as_str());
     }
     telemetry::register_series(
         &boards
