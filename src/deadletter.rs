@@ -15,7 +15,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::config::KafkaConfig;
-use crate::source::client::{self, Role};
+use crate::source::client;
 use crate::telemetry::DlqReason;
 use crate::telemetry::events::DeadLettered;
 
@@ -64,20 +64,9 @@ impl DeadLetters {
         };
         // Every `[kafka.client]` property a producer takes (TLS, SASL,
         // client id...) passes through; a rejected one names its key.
-        let producer = client::producer_properties(
-            config,
-            Role::DeadLetterProducer,
-            &[],
-            // A dead letter must not be written twice by a retry inside
-            // librdkafka, nor lost: idempotence gives both.
-            &[
-                ("enable.idempotence", "true"),
-                ("message.timeout.ms", "10000"),
-                ("linger.ms", "5"),
-            ],
-        )
-        .and_then(|p| p.create::<FutureProducer>())
-        .map_err(|e| DeadLetterError::Client(KafkaError::ClientCreation(e.to_string())))?;
+        let producer = client::dead_letter_properties(config)
+            .and_then(|p| p.create::<FutureProducer>())
+            .map_err(|e| DeadLetterError::Client(KafkaError::ClientCreation(e.to_string())))?;
         Ok(Some(DeadLetters { producer, topic }))
     }
 

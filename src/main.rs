@@ -58,14 +58,14 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             };
             // The same checks as `run` makes before connecting, plus the
             // producer of `rankflow produce`; no server is contacted.
-            let prepared = match rankflow::app::preflight(&cfg) {
+            let boards = match rankflow::app::preflight(&cfg) {
                 Ok(p) => p,
                 Err(e) => return Ok(config_error(format!("{}: {e}", config.display()))),
             };
             if let Err(e) = rankflow::produce::check(&cfg.kafka) {
                 return Ok(config_error(format!("{}: {e}", config.display())));
             }
-            print!("{}", cli::describe(&cfg, &prepared.boards, cli::now_ms()));
+            print!("{}", cli::describe(&cfg, &boards, cli::now_ms()));
             Ok(ExitCode::SUCCESS)
         }
         Command::Run { config } => {

@@ -231,6 +231,49 @@ fn sasl_properties_pass_through_to_every_client() {
     }
 }
 
+/// The brief's example: `SASL_SSL` with a mechanism librdkafka does not
+/// know, refused by key for `run` (consumer and dead-letter producer are
+/// both built from it), `check` and `produce`. And the same protocol with a
+/// real mechanism passes `check`: this build has TLS and SCRAM.
+#[test]
+fn sasl_ssl_is_built_in_and_checked() {
+    let bogus = "\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanism\" = \"BOGUS\"\n\"sasl.password\" = \"kafka-s3cret\"";
+    assert_permanent(
+        "SASL_SSL, bogus mechanism",
+        &config("dead_letter_topic = \"dlq\"", bogus, &plain_redis()),
+        &["run", "check", "produce"],
+        "[kafka.client] \"sasl.mechanism\"",
+        &["BOGUS"],
+    );
+    let scram = "\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanism\" = \"SCRAM-SHA-512\"\n\"sasl.username\" = \"rf\"\n\"sasl.password\" = \"kafka-s3cret\"";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out, _) = rankflow(
+        dir.path(),
+        &config("dead_letter_topic = \"dlq\"", scram, &plain_redis()),
+        &["check"],
+        &[],
+    );
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(!all.contains("kafka-s3cret"), "{all}");
+    assert!(!all.contains("ERROR"), "check creates quiet clients: {all}");
+    assert_permanent(
+        "missing Kafka CA file",
+        &config(
+            "",
+            "\"security.protocol\" = \"SSL\"\n\"ssl.ca.location\" = \"/nonexistent/kafka-ca.pem\"",
+            &plain_redis(),
+        ),
+        &["run", "check", "produce"],
+        "[kafka.client] \"ssl.ca.location\"",
+        &[],
+    );
+}
+
 /// A combination only a producer refuses: `acks=1` against the dead-letter
 /// producer's idempotence. The consumer ignores `acks`, so this proves the
 /// property reaches the dead-letter producer.

@@ -373,6 +373,33 @@ pub fn producer_properties(
     Ok(Properties::custom(role, defaults, user, &forced))
 }
 
+/// The dead-letter producer's properties: `[kafka.client]` for producers,
+/// then what its guarantees depend on.
+pub fn dead_letter_properties(config: &KafkaConfig) -> Result<Properties, ClientError> {
+    producer_properties(
+        config,
+        Role::DeadLetterProducer,
+        &[],
+        // A dead letter must not be written twice by a retry inside
+        // librdkafka, nor lost: idempotence gives both.
+        &[
+            ("enable.idempotence", "true"),
+            ("message.timeout.ms", "10000"),
+            ("linger.ms", "5"),
+        ],
+    )
+}
+
+/// Checks every client `rankflow run` creates — the consumer and, with a
+/// dead-letter topic, its producer — with throw-away quiet clients.
+pub fn check_run_clients(config: &KafkaConfig) -> Result<(), ClientError> {
+    consumer_properties(config)?.check()?;
+    if config.dead_letter_topic.is_some() {
+        dead_letter_properties(config)?.check()?;
+    }
+    Ok(())
+}
+
 fn pairs<'a>(it: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<(String, String)> {
     it.into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -388,12 +415,6 @@ pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, SourceError> 
             e.to_string(),
         ))),
     }
-}
-
-/// Creates (and drops) a consumer with these properties: the start-up and
-/// `rankflow check` test that librdkafka accepts `[kafka.client]`.
-pub fn check_consumer(config: &KafkaConfig) -> Result<(), ClientError> {
-    consumer_properties(config)?.check()
 }
 
 /// Creates (and drops) a producer with these properties.
