@@ -93,14 +93,14 @@ pub async fn run(
     let metrics = telemetry::install().map_err(AppError::Metrics)?;
     // Fail on anything permanent before waiting for any server.
     let boards = Arc::new(preflight(&config)?);
-    let dead_letters = DeadLetters::new(&config.kafka)?;
-    let decoder = Arc::new(Decoder::new(config.kafka.max_event_bytes.get())?);
-    for note in config.notes() {
-        // Notes are written as clauses for `check`; the log gets sentences.
-        let mut chars = note.chars();
-        let first = chars.next().map(|c| c.to_uppercase().to_string());
-        tracing::warn!("{}{}.", first.unwrap_or_default(), chars.as_str());
-    }
+    let parts = Parts {
+        dead_letters: DeadLetters::new(&config.kafka)?,
+        decoder: Arc::new(Decoder::new(config.kafka.max_event_bytes.get())?),
+        boards: boards.clone(),
+        clock: clock.clone(),
+        health: Arc::new(Health::default()),
+    };
+    log_notes(&config);
     telemetry::register_series(
         &boards
             .boards
@@ -109,56 +109,106 @@ pub async fn run(
             .collect::<Vec<_>>(),
         &config.kafka.topics,
     );
-    let health = Arc::new(Health::default());
     let reader_slot = Arc::new(OnceLock::new());
-
     let api_state = ApiState {
         boards: boards.clone(),
         clock: clock.clone(),
-        health: health.clone(),
+        health: parts.health.clone(),
         metrics: metrics.clone(),
         reader: reader_slot.clone(),
     };
     tracing::info!(listen = %listener.local_addr()?, "HTTP listener ready (/healthz, /metrics, /v1/boards).");
-    let mut http_shutdown = shutdown.clone();
-    let http = tokio::spawn(async move {
-        let served = axum::serve(listener, api::router(api_state))
+    let http = serve_http(listener, api_state, shutdown.clone());
+    spawn_upkeep(metrics, shutdown.clone());
+
+    // Both dependencies are awaited side by side, so /healthz and the log
+    // name every one that is down, not only the first. A permanent fault
+    // on either side ends the wait at once (try_join).
+    let (redis, kafka_ready) = tokio::try_join!(
+        connect_redis(&config, &parts.health, shutdown.clone()),
+        wait_for_kafka(&config.kafka, &parts.health, shutdown.clone()),
+    )?;
+    if let (Some(store), true) = (redis, kafka_ready) {
+        let _ = reader_slot.set(Reader {
+            boards,
+            store: store.clone(),
+            clock,
+        });
+        consume(&config, parts, store, shutdown).await?;
+    }
+    let _ = http.await;
+    tracing::info!("Stopped.");
+    Ok(())
+}
+
+/// What the consumer loop is built from, besides the config and the store.
+struct Parts {
+    boards: Arc<BoardSet>,
+    decoder: Arc<Decoder>,
+    dead_letters: Option<DeadLetters>,
+    clock: SharedClock,
+    health: Arc<Health>,
+}
+
+/// Warns about valid but noteworthy settings ([`Config::notes`]).
+fn log_notes(config: &Config) {
+    for note in config.notes() {
+        // Notes are written as clauses for `check`; the log gets sentences.
+        let mut chars = note.chars();
+        let first = chars.next().map(|c| c.to_uppercase().to_string());
+        tracing::warn!("{}{}.", first.unwrap_or_default(), chars.as_str());
+    }
+}
+
+/// Serves the API until shutdown.
+fn serve_http(
+    listener: tokio::net::TcpListener,
+    state: ApiState,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let served = axum::serve(listener, api::router(state))
             .with_graceful_shutdown(async move {
-                let _ = http_shutdown.wait_for(|s| *s).await;
+                let _ = shutdown.wait_for(|s| *s).await;
             })
             .await;
         if let Err(e) = served {
             tracing::error!(error = %e, "HTTP listener failed.");
         }
-    });
-    let upkeep_handle = metrics.clone();
-    let mut upkeep_shutdown = shutdown.clone();
+    })
+}
+
+/// Runs the metrics recorder's upkeep (histogram buckets, idle series)
+/// every 5 s until shutdown.
+fn spawn_upkeep(
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
+    mut shutdown: watch::Receiver<bool>,
+) {
     tokio::spawn(async move {
         loop {
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(5)) => upkeep_handle.run_upkeep(),
-                _ = upkeep_shutdown.wait_for(|s| *s) => return,
+                _ = tokio::time::sleep(Duration::from_secs(5)) => metrics.run_upkeep(),
+                _ = shutdown.wait_for(|s| *s) => return,
             }
         }
     });
+}
 
-    // Both dependencies are awaited side by side, so /healthz and the log
-    // name every one that is down, not only the first.
-    // A permanent fault on either side ends the wait at once (try_join).
-    let (redis, kafka_ready) = tokio::try_join!(
-        connect_redis(&config, &health, shutdown.clone()),
-        wait_for_kafka(&config.kafka, &health, shutdown.clone()),
-    )?;
-    let (Some(store), true) = (redis, kafka_ready) else {
-        let _ = http.await;
-        return Ok(());
-    };
-    let _ = reader_slot.set(Reader {
-        boards: boards.clone(),
-        store: store.clone(),
-        clock: clock.clone(),
-    });
-
+/// Joins the group and runs the consumer loop, the window trimmer and the
+/// Redis health probe until shutdown.
+async fn consume(
+    config: &Config,
+    parts: Parts,
+    store: Store,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), AppError> {
+    let Parts {
+        boards,
+        decoder,
+        dead_letters,
+        clock,
+        health,
+    } = parts;
     let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
     let consumer = Arc::new(source::subscribe(
         &config.kafka,
@@ -171,7 +221,6 @@ pub async fn run(
         boards = boards.boards.len(),
         "Consuming."
     );
-
     let trim_wanted = Arc::new(Notify::new());
     let trim = tokio::spawn(trimmer::run(
         store.clone(),
@@ -181,7 +230,6 @@ pub async fn run(
         shutdown.clone(),
     ));
     let health_probe = tokio::spawn(probe_redis(store.clone(), health.clone(), shutdown.clone()));
-
     let flusher = Flusher {
         store,
         boards: boards.clone(),
@@ -204,15 +252,12 @@ pub async fn run(
     }
     .run(shutdown)
     .await;
-
     // Closing the consumer leaves the group, which waits for the broker; a
     // thread of its own keeps that from holding up the exit when the broker
     // is gone (the group then times the member out).
     std::thread::spawn(move || drop(consumer));
     let _ = trim.await;
     let _ = health_probe.await;
-    let _ = http.await;
-    tracing::info!("Stopped.");
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use crate::board::BoardSet;
 use crate::board::keys;
@@ -40,54 +40,62 @@ pub enum Command {
         config: PathBuf,
     },
     /// Send synthetic gift/score/play events to the configured topic.
-    Produce {
-        #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
-        config: PathBuf,
-        /// Events to send (0 = until interrupted).
-        #[arg(long, default_value_t = 10_000)]
-        events: u64,
-        /// Events per second (0 = as fast as possible).
-        #[arg(long, default_value_t = 1_000)]
-        rate: u64,
-        /// Distinct senders / players (Zipf-skewed).
-        #[arg(long, default_value_t = 10_000)]
-        members: u64,
-        /// Distinct gift receivers (Zipf-skewed).
-        #[arg(long, default_value_t = 100)]
-        receivers: u64,
-        /// Distinct games (Zipf-skewed).
-        #[arg(long, default_value_t = 20)]
-        games: u64,
-        /// Event types, comma separated.
-        #[arg(long, default_value = "gift,score,play", value_delimiter = ',')]
-        types: Vec<String>,
-        /// Zipf exponent.
-        #[arg(long, default_value_t = 1.1)]
-        skew: f64,
-        /// Topic (default: the first configured topic).
-        #[arg(long)]
-        topic: Option<String>,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-    },
+    Produce(ProduceArgs),
     /// Print a board.
-    Top {
-        board: String,
-        /// `hour|day|week|month|year|all|win:<L>`
-        view: String,
-        #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
-        config: PathBuf,
-        #[arg(long)]
-        scope: Option<String>,
-        /// Period id, e.g. `2026-W47` (default: the current one).
-        #[arg(long)]
-        period: Option<String>,
-        #[arg(long, default_value_t = 10)]
-        limit: usize,
-        /// Redraw every second until interrupted.
-        #[arg(long)]
-        watch: bool,
-    },
+    Top(TopArgs),
+}
+
+/// `rankflow produce`.
+#[derive(Debug, Args)]
+pub struct ProduceArgs {
+    #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+    pub config: PathBuf,
+    /// Events to send (0 = until interrupted).
+    #[arg(long, default_value_t = 10_000)]
+    pub events: u64,
+    /// Events per second (0 = as fast as possible).
+    #[arg(long, default_value_t = 1_000)]
+    pub rate: u64,
+    /// Distinct senders / players (Zipf-skewed).
+    #[arg(long, default_value_t = 10_000)]
+    pub members: u64,
+    /// Distinct gift receivers (Zipf-skewed).
+    #[arg(long, default_value_t = 100)]
+    pub receivers: u64,
+    /// Distinct games (Zipf-skewed).
+    #[arg(long, default_value_t = 20)]
+    pub games: u64,
+    /// Event types, comma separated.
+    #[arg(long, default_value = "gift,score,play", value_delimiter = ',')]
+    pub types: Vec<String>,
+    /// Zipf exponent.
+    #[arg(long, default_value_t = 1.1)]
+    pub skew: f64,
+    /// Topic (default: the first configured topic).
+    #[arg(long)]
+    pub topic: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// `rankflow top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    pub board: String,
+    /// `hour|day|week|month|year|all|win:<L>`
+    pub view: String,
+    #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+    pub config: PathBuf,
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// Period id, e.g. `2026-W47` (default: the current one).
+    #[arg(long)]
+    pub period: Option<String>,
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Redraw every second until interrupted.
+    #[arg(long)]
+    pub watch: bool,
 }
 
 /// The text `rankflow check` prints for a valid config.

@@ -4,15 +4,17 @@
 //! at start-up that no retry can cure (a property librdkafka rejects, a
 //! Redis URL or TLS file that cannot be used, a refused Redis password).
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
 use clap::Parser;
-use rankflow::cli::{self, Cli, Command};
+use rankflow::cli::{self, Cli, Command, ProduceArgs, TopArgs};
 use rankflow::clock::{SharedClock, SystemClock};
 use rankflow::config::Config;
+use rankflow::produce::ProduceError;
 use rankflow::reader::{Query, Reader};
 use rankflow::sink::store::Store;
 use tokio::sync::watch;
@@ -48,150 +50,143 @@ fn config_error(e: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// A permanent fault: exit 2 with the file name in front of the message.
+fn fault(config: &Path, e: impl std::fmt::Display) -> ExitCode {
+    config_error(format!("{}: {e}", config.display()))
+}
+
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     let clock: SharedClock = Arc::new(SystemClock);
     match command {
-        Command::Check { config } => {
-            let cfg = match Config::load(&config) {
-                Ok(c) => c,
-                Err(e) => return Ok(config_error(e)),
-            };
-            // The same checks as `run` makes before connecting, plus the
-            // producer of `rankflow produce`; no server is contacted.
-            let boards = match rankflow::app::preflight(&cfg) {
-                Ok(p) => p,
-                Err(e) => return Ok(config_error(format!("{}: {e}", config.display()))),
-            };
-            if let Err(e) = rankflow::produce::check(&cfg.kafka) {
-                return Ok(config_error(format!("{}: {e}", config.display())));
-            }
-            print!("{}", cli::describe(&cfg, &boards, cli::now_ms()));
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Run { config } => {
-            let cfg = match Config::load(&config) {
-                Ok(c) => c,
-                Err(e) => return Ok(config_error(e)),
-            };
-            let listener = tokio::net::TcpListener::bind(cfg.http.listen)
-                .await
-                .with_context(|| format!("cannot listen on {}", cfg.http.listen))?;
-            let (tx, rx) = watch::channel(false);
-            tokio::spawn(async move {
-                wait_for_signal().await;
-                tracing::info!("Shutdown requested; draining the batch in hand.");
-                let _ = tx.send(true);
-            });
-            match rankflow::app::run(cfg, listener, clock, rx).await {
-                Ok(()) => Ok(ExitCode::SUCCESS),
-                Err(e) if e.is_config() => Ok(config_error(format!("{}: {e}", config.display()))),
-                Err(e) => Err(e.into()),
-            }
-        }
-        Command::Produce {
-            config,
-            events,
-            rate,
-            members,
-            receivers,
-            games,
-            types,
-            skew,
-            topic,
-            seed,
-        } => {
-            let cfg = match Config::load(&config) {
-                Ok(c) => c,
-                Err(e) => return Ok(config_error(e)),
-            };
-            let types = match cli::parse_types(&types) {
-                Ok(t) => t,
-                Err(e) => return Ok(config_error(e)),
-            };
-            let Some(topic) = topic.or_else(|| cfg.kafka.topics.first().cloned()) else {
-                return Ok(config_error(
-                    "no topic: give --topic or configure kafka.topics",
-                ));
-            };
-            let client = match rankflow::source::client::producer_user_properties(&cfg.kafka) {
-                Ok(c) => c,
-                Err(e) => return Ok(config_error(format!("{}: {e}", config.display()))),
-            };
-            let options = rankflow::produce::Options {
-                brokers: cfg.kafka.brokers.clone(),
-                topic,
-                events,
-                rate,
-                members,
-                receivers,
-                games,
-                types,
-                skew,
-                seed,
-                client,
-            };
-            let stop = Arc::new(AtomicBool::new(false));
-            let flag = stop.clone();
-            tokio::spawn(async move {
-                wait_for_signal().await;
-                flag.store(true, Ordering::SeqCst);
-            });
-            let sent = match tokio::task::spawn_blocking(move || {
-                rankflow::produce::run(&options, clock, &|| stop.load(Ordering::SeqCst))
-            })
-            .await?
-            {
-                Ok(sent) => sent,
-                Err(e @ rankflow::produce::ProduceError::Client(_)) => {
-                    return Ok(config_error(format!("{}: {e}", config.display())));
-                }
-                Err(e) => return Err(e.into()),
-            };
+        Command::Check { config } => Ok(check(&config)),
+        Command::Run { config } => run(&config, clock).await,
+        Command::Produce(args) => produce(args, clock).await,
+        Command::Top(args) => top(args, clock).await,
+    }
+}
+
+/// The same checks as `run` makes before connecting, plus the producer of
+/// `rankflow produce`; no server is contacted.
+fn check(config: &Path) -> ExitCode {
+    let cfg = match Config::load(config) {
+        Ok(c) => c,
+        Err(e) => return config_error(e),
+    };
+    let boards = match rankflow::app::preflight(&cfg) {
+        Ok(b) => b,
+        Err(e) => return fault(config, e),
+    };
+    if let Err(e) = rankflow::produce::check(&cfg.kafka) {
+        return fault(config, e);
+    }
+    print!("{}", cli::describe(&cfg, &boards, cli::now_ms()));
+    ExitCode::SUCCESS
+}
+
+async fn run(config: &Path, clock: SharedClock) -> anyhow::Result<ExitCode> {
+    let cfg = match Config::load(config) {
+        Ok(c) => c,
+        Err(e) => return Ok(config_error(e)),
+    };
+    let listener = tokio::net::TcpListener::bind(cfg.http.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.http.listen))?;
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("Shutdown requested; draining the batch in hand.");
+        let _ = tx.send(true);
+    });
+    match rankflow::app::run(cfg, listener, clock, rx).await {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.is_config() => Ok(fault(config, e)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn produce(args: ProduceArgs, clock: SharedClock) -> anyhow::Result<ExitCode> {
+    let config = &args.config;
+    let cfg = match Config::load(config) {
+        Ok(c) => c,
+        Err(e) => return Ok(config_error(e)),
+    };
+    let types = match cli::parse_types(&args.types) {
+        Ok(t) => t,
+        Err(e) => return Ok(config_error(e)),
+    };
+    let Some(topic) = args.topic.or_else(|| cfg.kafka.topics.first().cloned()) else {
+        return Ok(config_error(
+            "no topic: give --topic or configure kafka.topics",
+        ));
+    };
+    // [kafka.client] (TLS, SASL...) applies to this producer too.
+    let client = match rankflow::source::client::producer_user_properties(&cfg.kafka) {
+        Ok(c) => c,
+        Err(e) => return Ok(fault(config, e)),
+    };
+    let options = rankflow::produce::Options {
+        brokers: cfg.kafka.brokers.clone(),
+        topic,
+        events: args.events,
+        rate: args.rate,
+        members: args.members,
+        receivers: args.receivers,
+        games: args.games,
+        types,
+        skew: args.skew,
+        seed: args.seed,
+        client,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        flag.store(true, Ordering::SeqCst);
+    });
+    let produced = tokio::task::spawn_blocking(move || {
+        rankflow::produce::run(&options, clock, &|| stop.load(Ordering::SeqCst))
+    })
+    .await?;
+    match produced {
+        Ok(sent) => {
             println!("produced {sent} events");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Top {
-            board,
-            view,
-            config,
-            scope,
-            period,
-            limit,
-            watch,
-        } => {
-            let cfg = match Config::load(&config) {
-                Ok(c) => c,
-                Err(e) => return Ok(config_error(e)),
-            };
-            let boards = match cfg.compile_boards() {
-                Ok(b) => Arc::new(b),
-                Err(e) => return Ok(config_error(format!("{}: {e}", config.display()))),
-            };
-            let store = match Store::connect(&cfg.redis).await {
-                Ok(s) => s,
-                Err(e) if e.is_permanent_at_startup() => {
-                    return Ok(config_error(format!(
-                        "{}: setting `redis.url`: {e}",
-                        config.display()
-                    )));
-                }
-                Err(e) => return Err(anyhow::Error::new(e).context("cannot connect to Redis")),
-            };
-            let reader = Reader {
-                boards,
-                store,
-                clock,
-            };
-            let q = Query {
-                board,
-                view,
-                scope,
-                period,
-            };
-            cli::top(&reader, &q, limit, watch).await?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Err(e @ ProduceError::Client(_)) => Ok(fault(config, e)),
+        Err(e) => Err(e.into()),
     }
+}
+
+async fn top(args: TopArgs, clock: SharedClock) -> anyhow::Result<ExitCode> {
+    let config = &args.config;
+    let cfg = match Config::load(config) {
+        Ok(c) => c,
+        Err(e) => return Ok(config_error(e)),
+    };
+    let boards = match cfg.compile_boards() {
+        Ok(b) => Arc::new(b),
+        Err(e) => return Ok(fault(config, e)),
+    };
+    let store = match Store::connect(&cfg.redis).await {
+        Ok(s) => s,
+        Err(e) if e.is_permanent_at_startup() => {
+            return Ok(fault(config, format!("setting `redis.url`: {e}")));
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("cannot connect to Redis")),
+    };
+    let reader = Reader {
+        boards,
+        store,
+        clock,
+    };
+    let q = Query {
+        board: args.board,
+        view: args.view,
+        scope: args.scope,
+        period: args.period,
+    };
+    cli::top(&reader, &q, args.limit, args.watch).await?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// SIGTERM or SIGINT.

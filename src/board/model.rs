@@ -254,6 +254,31 @@ fn compile_board(number: usize, b: &BoardSpec, default_tz: Tz) -> Result<Board, 
         None => default_tz,
     };
 
+    let views = compile_views(number, b)?;
+    let order = b.order.unwrap_or(match b.aggregate {
+        Aggregate::Min => Order::Asc,
+        _ => Order::Desc,
+    });
+    Ok(Board {
+        name: b.name.clone(),
+        event,
+        filter,
+        member,
+        score,
+        scope,
+        views,
+        aggregate: b.aggregate,
+        tie: b.tie_break,
+        order,
+        tie_key: TieKey::for_board(b.tie_break, order),
+        tz,
+    })
+}
+
+/// The board's views: its periods (with retention) and windows, each
+/// named once.
+fn compile_views(number: usize, b: &BoardSpec) -> Result<Vec<ViewSpec>, BoardError> {
+    let at = |field: &str| location(number, &b.name, field);
     for key in b.retention.keys() {
         match PeriodKind::parse(key) {
             Some(PeriodKind::All) | None => {
@@ -325,24 +350,7 @@ fn compile_board(number: usize, b: &BoardSpec, default_tz: Tz) -> Result<Board, 
             "the board has no views: list at least one period or window",
         ));
     }
-    let order = b.order.unwrap_or(match b.aggregate {
-        Aggregate::Min => Order::Asc,
-        _ => Order::Desc,
-    });
-    Ok(Board {
-        name: b.name.clone(),
-        event,
-        filter,
-        member,
-        score,
-        scope,
-        views,
-        aggregate: b.aggregate,
-        tie: b.tie_break,
-        order,
-        tie_key: TieKey::for_board(b.tie_break, order),
-        tz,
-    })
+    Ok(views)
 }
 
 #[cfg(test)]
