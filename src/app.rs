@@ -44,10 +44,13 @@ pub enum AppError {
     DeadLetters(#[from] DeadLetterError),
     #[error(transparent)]
     Kafka(#[from] ClientError),
-    /// Redis refused rankflow for good at start-up (credentials,
-    /// permissions, a setting the client cannot use).
-    #[error("setting `redis.url`: Redis refuses this configuration: {0}")]
-    Redis(StoreError),
+    /// A Redis setting the client cannot use (the message names it).
+    #[error("{0}")]
+    RedisSettings(StoreError),
+    /// Redis refused rankflow for good at start-up: wrong password, or an
+    /// ACL that lacks a key or command rankflow needs.
+    #[error("setting `redis.url`: Redis refuses rankflow's credentials or permissions: {0}")]
+    RedisRefused(StoreError),
     #[error("metrics recorder: {0}")]
     Metrics(String),
     #[error("HTTP listener: {0}")]
@@ -55,6 +58,15 @@ pub enum AppError {
 }
 
 impl AppError {
+    /// A permanent Redis failure at start-up, by kind: an unusable setting,
+    /// or a refusal by the server.
+    pub fn redis(e: StoreError) -> AppError {
+        match e {
+            e @ StoreError::Config(_) => AppError::RedisSettings(e),
+            e => AppError::RedisRefused(e),
+        }
+    }
+
     /// Configuration problems exit with 2 (like `rankflow check`).
     pub fn is_config(&self) -> bool {
         match self {
@@ -62,7 +74,8 @@ impl AppError {
             | AppError::Schema(_)
             | AppError::DeadLetters(_)
             | AppError::Kafka(_)
-            | AppError::Redis(_) => true,
+            | AppError::RedisSettings(_)
+            | AppError::RedisRefused(_) => true,
             AppError::Source(e) => !e.is_retriable(),
             AppError::Metrics(_) | AppError::Http(_) => false,
         }
@@ -79,7 +92,7 @@ pub fn preflight(config: &Config) -> Result<BoardSet, AppError> {
     let boards = config.compile_boards()?;
     Decoder::new(config.kafka.max_event_bytes.get())?;
     client::check_run_clients(&config.kafka)?;
-    Store::check_settings(&config.redis).map_err(AppError::Redis)?;
+    Store::check_settings(&config.redis).map_err(AppError::redis)?;
     Ok(boards)
 }
 
@@ -283,7 +296,7 @@ async fn connect_redis(
             }
             Err(e) if e.is_permanent_at_startup() => {
                 health.redis_failed(&format!("{url} refused rankflow: {e}"));
-                return Err(AppError::Redis(e));
+                return Err(AppError::redis(e));
             }
             Err(e) => {
                 let why = format!("cannot connect to {url}: {e}");

@@ -170,7 +170,7 @@ async fn top(args: TopArgs, clock: SharedClock) -> anyhow::Result<ExitCode> {
     let store = match Store::connect(&cfg.redis).await {
         Ok(s) => s,
         Err(e) if e.is_permanent_at_startup() => {
-            return Ok(fault(config, format!("setting `redis.url`: {e}")));
+            return Ok(fault(config, rankflow::app::AppError::redis(e)));
         }
         Err(e) => return Err(anyhow::Error::new(e).context("cannot connect to Redis")),
     };

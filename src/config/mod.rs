@@ -120,16 +120,6 @@ impl KafkaConfig {
             .map(|(k, v)| (k.as_str(), redact::property(k, v)))
             .collect()
     }
-
-    /// The values of secret `[kafka.client]` properties, to mask in messages
-    /// that quote them.
-    pub fn secrets(&self) -> Vec<&str> {
-        self.client
-            .iter()
-            .filter(|(k, _)| redact::is_secret_property(k))
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
 }
 
 /// Debug without secrets: configs end up in logs and panic messages.
@@ -392,7 +382,9 @@ mod tests {
                 ("RANKFLOW_KAFKA_TOPICS", "a, b"),
                 ("RANKFLOW_BATCH_MAX_EVENTS", "7"),
                 ("RANKFLOW_TIMEZONE", "Asia/Shanghai"),
-                ("RANKFLOW_REDIS_URL", "redis://a:1,redis://b:2"),
+                ("RANKFLOW_REDIS_URL", "rediss://a:1,rediss://b:2"),
+                ("RANKFLOW_REDIS_TLS_CA_FILE", "/etc/ca.pem"),
+                ("RANKFLOW_REDIS_RESPONSE_TIMEOUT_MS", "250"),
                 ("RANKFLOW_KAFKA_CLIENT_SESSION_TIMEOUT_MS", "6000"),
                 ("RANKFLOW_LOG", "debug"),
                 ("PATH", "/bin"),
@@ -404,6 +396,14 @@ mod tests {
         assert_eq!(c.batch.max_events.get(), 7);
         assert_eq!(c.timezone.0, chrono_tz::Tz::Asia__Shanghai);
         assert!(matches!(&c.redis.url, RedisUrl::Cluster(v) if v.len() == 2));
+        assert_eq!(
+            c.redis.tls_ca_file.as_deref(),
+            Some(Path::new("/etc/ca.pem"))
+        );
+        assert_eq!(
+            c.redis.response_timeout_ms.duration(),
+            std::time::Duration::from_millis(250)
+        );
         assert_eq!(c.kafka.client["session.timeout.ms"], "6000");
     }
 
@@ -417,5 +417,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("integer"), "{err}");
+        let err = load(MINIMAL, &[("RANKFLOW_BATCH_MAX_EVENTS", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("max_events") && err.contains("nonzero"),
+            "{err}"
+        );
+        let err = load(MINIMAL, &[("RANKFLOW_HTTP_LISTEN", "localhost:80")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("listen"), "{err}");
     }
 }
