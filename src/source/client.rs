@@ -106,13 +106,30 @@ fn with_keys(with: &[String]) -> String {
 /// user's `[kafka.client]` (which override them), then what rankflow
 /// forces. Kept apart so that a rejected configuration can be traced to the
 /// user property that breaks it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Properties {
     role: Role,
     defaults: Vec<(String, String)>,
     user: Vec<(String, String)>,
     forced: Vec<(String, String)>,
     secrets: Vec<String>,
+}
+
+/// Debug without secret values: properties end up in logs.
+impl std::fmt::Debug for Properties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let user: Vec<(&str, &str)> = self
+            .user
+            .iter()
+            .map(|(k, v)| (k.as_str(), redact::property(k, v)))
+            .collect();
+        f.debug_struct("Properties")
+            .field("role", &self.role)
+            .field("defaults", &self.defaults)
+            .field("user", &user)
+            .field("forced", &self.forced)
+            .finish()
+    }
 }
 
 impl Properties {
@@ -420,4 +437,63 @@ pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, SourceError> 
 /// Creates (and drops) a producer with these properties.
 pub fn check_producer(properties: &Properties) -> Result<(), ClientError> {
     properties.check()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_refused_combination_names_the_quoted_key_first_and_masks_secrets() {
+        let p = Properties::custom(
+            Role::Producer,
+            &[],
+            user(&[
+                ("sasl.mechanism", "NOPE"),
+                ("sasl.password", "pw-secret"),
+                ("security.protocol", "SASL_PLAINTEXT"),
+            ]),
+            &[("bootstrap.servers", "127.0.0.1:1")],
+        );
+        let e = p.check().expect_err("refused").to_string();
+        assert!(
+            e.starts_with(
+                "setting `[kafka.client] \"sasl.mechanism\"` (together with \"security.protocol\")"
+            ),
+            "{e}"
+        );
+        assert!(
+            !e.contains("pw-secret") && !format!("{p:?}").contains("pw-secret"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_refused_value_is_named_by_librdkafka() {
+        let p = Properties::custom(
+            Role::Consumer,
+            &[],
+            user(&[("client.id", "x"), ("session.timeout.ms", "soon")]),
+            &[("group.id", "g")],
+        );
+        let e = p.check().expect_err("refused").to_string();
+        assert!(
+            e.contains("\"session.timeout.ms\"") && e.contains("consumer"),
+            "{e}"
+        );
+        let ok = Properties::custom(
+            Role::Consumer,
+            &[],
+            user(&[("client.id", "x")]),
+            &[("group.id", "g")],
+        );
+        assert!(ok.check().is_ok());
+    }
 }
