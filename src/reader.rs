@@ -450,7 +450,7 @@ windows = ["1h/1m"]
         let cfg =
             crate::config::Config::from_toml(text, std::path::Path::new("t.toml"), Vec::new())
                 .expect("test config");
-        BoardSet::compile(&cfg).expect("test boards")
+        cfg.compile_boards().expect("test boards")
     }
 
     fn q(board: &str, view: &str, scope: Option<&str>, period: Option<&str>) -> Query {

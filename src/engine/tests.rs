@@ -18,7 +18,7 @@ use super::port::{Positions, Sink, Source};
 use super::{Engine, Flushed};
 use crate::board::BoardSet;
 use crate::clock::ManualClock;
-use crate::config::{BatchConfig, Config};
+use crate::config::{BatchConfig, Config, Millis};
 use crate::event::Decoder;
 use crate::sink::FlushReport;
 use crate::sink::batch::{Batch, Outcome};
@@ -222,7 +222,7 @@ fn boards() -> BoardSet {
         periods = ["all"]
     "#;
     let config = Config::from_toml(text, std::path::Path::new("t.toml"), Vec::new()).unwrap();
-    BoardSet::compile(&config).unwrap()
+    config.compile_boards().unwrap()
 }
 
 fn tp(p: i32) -> TopicPartition {
@@ -272,8 +272,8 @@ impl Harness {
             clock: Arc::new(ManualClock::new(TS)),
             health: Default::default(),
             batch: BatchConfig {
-                max_events,
-                max_delay_ms,
+                max_events: std::num::NonZeroUsize::new(max_events).unwrap(),
+                max_delay_ms: Millis::new(max_delay_ms).unwrap(),
             },
             max_event_bytes: 65536,
             trim_wanted: Default::default(),

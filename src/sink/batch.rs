@@ -454,7 +454,7 @@ mod tests {
             windows = ["1h/1m"]
         "#;
         let config = Config::from_toml(text, Path::new("t.toml"), Vec::new()).unwrap();
-        BoardSet::compile(&config).unwrap()
+        config.compile_boards().unwrap()
     }
 
     /// Adds a gift of `partition` at `offset` to the batch, as the engine does.
