@@ -3,7 +3,10 @@
 //! joining, Redis killed (AOF, `appendfsync everysec`) or frozen, its script
 //! cache flushed, the broker restarted, SIGTERM during a Redis outage. Every
 //! test ends by comparing every board with the reference exactly: no event
-//! lost, none counted twice. Each prints what it injected and verified.
+//! lost, none counted twice, once the group committed the end of every
+//! partition and again after a quiet spell. Each prints what it injected and
+//! verified. The first test checks that comparison itself: an increment
+//! landing after the match, or offsets never committed, must fail it.
 
 mod common;
 
@@ -25,6 +28,79 @@ fn chaos_setup(broker: &Broker, redis: &Redis) -> Setup {
     let mut setup = Setup::new(broker, redis, MIXED_BOARDS);
     setup.batch = (1000, 20);
     setup
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_board_check_fails_on_a_count_added_after_the_match_or_offsets_left_uncommitted() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let setup = chaos_setup(&broker, &redis);
+    broker.create_topic(&setup.topic, 2).await;
+    let (messages, expect) = mixed_events(2_000, 20, 2, now_ms());
+    send_all(&broker.producer(), &setup.topic, &messages).await;
+    let clock: rankflow::clock::SharedClock = std::sync::Arc::new(rankflow::clock::SystemClock);
+    let app = InProcess::start(&setup, clock).await;
+    // An honest run passes.
+    wait_boards(&redis, &setup, &expect, Duration::from_secs(60)).await;
+
+    // The same check again, with one extra increment written to Redis one
+    // second after it matched: the quiet spell must catch it.
+    let (member, _) = expect["star_coins/all"]
+        .first_key_value()
+        .map(|(m, s)| (m.clone(), *s))
+        .expect("a member");
+    let key = setup.key("star_coins", "all");
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut conn = redis.conn().await;
+    let (k, m) = (key.clone(), member.clone());
+    let extra = tokio::spawn(async move {
+        rx.await.expect("the check matched");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let _: f64 = redis::cmd("ZINCRBY")
+            .arg(&k)
+            .arg(1)
+            .arg(&m)
+            .query_async(&mut conn)
+            .await
+            .expect("ZINCRBY");
+    });
+    let late = check_boards(&redis, &setup, &expect, Duration::from_secs(30), Some(tx)).await;
+    extra.await.expect("increment task");
+    let m = late.expect_err("a count added after the match must fail the check");
+    assert_eq!(m.stage, Stage::Quiet, "{m}");
+    assert!(
+        m.after >= Duration::from_secs(1) && m.after < QUIET,
+        "caught {:?} into the quiet spell: {m}",
+        m.after
+    );
+    assert!(
+        m.diff.len() == 1 && m.diff[0].contains("star_coins/all") && m.diff[0].contains(&member),
+        "{m}"
+    );
+    println!("verified: an increment 1 s after the match was reported: {m}");
+
+    // Undo it; a group that never committed anything is still not verified,
+    // though every board matches.
+    let mut conn = redis.conn().await;
+    let _: f64 = redis::cmd("ZINCRBY")
+        .arg(&key)
+        .arg(-1)
+        .arg(&member)
+        .query_async(&mut conn)
+        .await
+        .expect("ZINCRBY");
+    let mut other = chaos_setup(&broker, &redis);
+    other.topic = setup.topic.clone();
+    other.prefix = setup.prefix.clone();
+    let uncommitted = check_boards(&redis, &other, &expect, Duration::from_secs(3), None).await;
+    let m = uncommitted.expect_err("offsets never committed must fail the check");
+    assert_eq!(m.stage, Stage::Reaching, "{m}");
+    assert!(
+        m.diff.is_empty() && m.offsets.contains("committed none"),
+        "{m}"
+    );
+    println!("verified: boards equal but a group with no committed offsets was reported: {m}");
+    app.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,14 +226,10 @@ async fn an_empty_script_cache_mid_stream_reaches_no_board() {
         .expect("SCRIPT FLUSH");
     println!("injected: SCRIPT FLUSH after {seen} messages");
     feeder.await.expect("feeder");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while read_boards(&redis, &setup, &expect).await != expect && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
     if std::env::var("SHOW_LOG").is_ok() {
         println!("{}", p.log());
     }
-    wait_boards(&redis, &setup, &expect, Duration::from_secs(5)).await;
+    wait_boards(&redis, &setup, &expect, Duration::from_secs(60)).await;
     let noscript = metric_sum(
         &get_text(&p.url("/metrics")).await.unwrap_or_default(),
         "rankflow_redis_errors_total",
@@ -319,18 +391,14 @@ async fn a_redis_that_lost_its_last_writes_is_refilled_from_kafka() {
     );
     assert!(after < before_crash, "the restart lost writes");
     feeder.await.expect("feeder");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while read_boards(&redis, &setup, &expect).await != expect && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    let log = p.log();
     if std::env::var("SHOW_LOG").is_ok() {
-        println!("{log}");
+        println!("{}", p.log());
     }
+    wait_boards(&redis, &setup, &expect, Duration::from_secs(120)).await;
+    let log = p.log();
     assert!(
         log.contains("Redis lost state"),
         "the consumer noticed: {log}"
     );
-    wait_boards(&redis, &setup, &expect, Duration::from_secs(5)).await;
     println!("verified: the lost messages were read again from Kafka; every board exact");
 }

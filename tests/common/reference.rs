@@ -1,7 +1,9 @@
 //! A reference for end-to-end tests: random gift, score and play events
 //! over a fixed set of boards, with the boards they must produce computed
-//! the plain way (chrono's UTC date and ISO week per event), and helpers
-//! that read those boards back from Redis and wait until they match.
+//! the plain way (chrono's UTC date and ISO week per event), and the check
+//! that boards equal them: it waits for a match with the consumer group's
+//! committed offsets at the end of every partition, then keeps comparing
+//! through a quiet spell, so a count that lands after the first match fails.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -10,7 +12,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use serde_json::json;
 
-use super::{Setup, Zsets};
+use super::{GroupOffsets, GroupWatch, Setup, Zsets};
 
 pub type Boards = BTreeMap<String, BTreeMap<String, f64>>;
 
@@ -124,7 +126,8 @@ pub fn mixed_events(
     (out, expect)
 }
 
-/// Reads every expected board from Redis (`tag/view` → key).
+/// Reads every expected board from Redis (`tag/view` → key), once. To wait
+/// for boards, use [`wait_boards`]: a single read proves nothing lasting.
 pub async fn read_boards(redis: &impl Zsets, setup: &Setup, expect: &Boards) -> Boards {
     let mut got = BTreeMap::new();
     for name in expect.keys() {
@@ -138,33 +141,183 @@ pub async fn read_boards(redis: &impl Zsets, setup: &Setup, expect: &Boards) -> 
     got
 }
 
-pub async fn wait_boards(redis: &impl Zsets, setup: &Setup, expect: &Boards, timeout: Duration) {
-    let mut last = BTreeMap::new();
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        last = read_boards(redis, setup, expect).await;
-        if &last == expect {
-            return;
+/// How long boards must stay exact, with the group's committed offsets at
+/// the end of every partition, before a test may call them verified.
+pub const QUIET: Duration = Duration::from_secs(5);
+
+/// What [`check_boards`] verified.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    /// Board instances compared.
+    pub boards: usize,
+    /// Messages in the topic when verified (all partitions).
+    pub messages: i64,
+    pub partitions: usize,
+    /// How long the boards then stayed exact.
+    pub quiet: Duration,
+}
+
+/// Where a check failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stage {
+    /// The boards never equalled the reference with the offsets at the end.
+    Reaching,
+    /// They did, then something changed during the quiet spell.
+    Quiet,
+}
+
+/// Why boards were not verified, with what differed.
+#[derive(Debug, Clone)]
+pub struct Mismatch {
+    pub stage: Stage,
+    /// One line per differing board: which members want what and have what.
+    pub diff: Vec<String>,
+    /// The group's offsets at the last look (or why Kafka could not say).
+    pub offsets: String,
+    /// How long after the start (or after the match, when `Quiet`).
+    pub after: Duration,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.stage {
+            Stage::Reaching => write!(
+                f,
+                "boards did not equal the reference with committed offsets at the end within {:?}",
+                self.after
+            )?,
+            Stage::Quiet => write!(
+                f,
+                "boards equalled the reference with committed offsets at the end, then changed {:?} into the quiet spell",
+                self.after
+            )?,
+        }
+        write!(f, "; offsets {}", self.offsets)?;
+        for d in &self.diff {
+            write!(f, "\n  {d}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The differences between `want` and `got`, one line per board, the first
+/// five members of each.
+pub fn diff_boards(want: &Boards, got: &Boards) -> Vec<String> {
+    let empty = BTreeMap::new();
+    let mut out = Vec::new();
+    for (k, v) in want {
+        let g = got.get(k).unwrap_or(&empty);
+        if g == v {
+            continue;
+        }
+        let wrong = v
+            .iter()
+            .filter(|(m, s)| g.get(*m) != Some(s))
+            .map(|(m, s)| format!("{m}: want {s}, got {:?}", g.get(m)));
+        let extra = g
+            .iter()
+            .filter(|(m, _)| !v.contains_key(*m))
+            .map(|(m, s)| format!("{m}: want none, got {s}"));
+        let shown: Vec<String> = wrong.chain(extra).take(5).collect();
+        out.push(format!(
+            "board {k} differs ({} vs {} members): {shown:?}",
+            v.len(),
+            g.len()
+        ));
+    }
+    out
+}
+
+/// Waits until every board in `expect` equals it exactly *and* the
+/// consumer group has committed the end of every partition of the topic;
+/// then keeps comparing for [`QUIET`] while nothing is produced, so a
+/// double count that lands after the first match still fails. `matched`, if
+/// given, is told the moment the boards first matched (for tests of this
+/// check itself).
+pub async fn check_boards(
+    redis: &impl Zsets,
+    setup: &Setup,
+    expect: &Boards,
+    timeout: Duration,
+    matched: Option<tokio::sync::oneshot::Sender<()>>,
+) -> Result<Verified, Mismatch> {
+    let watch = GroupWatch::new(&setup.brokers, &setup.group, &setup.topic);
+    let start = Instant::now();
+    let offsets = loop {
+        // Offsets first: boards read after them already hold what the
+        // committed offsets claim.
+        let offsets = watch.read().await;
+        let got = read_boards(redis, setup, expect).await;
+        match &offsets {
+            Ok(o) if o.at_end() && &got == expect => break o.clone(),
+            _ => {}
+        }
+        if start.elapsed() > timeout {
+            return Err(Mismatch {
+                stage: Stage::Reaching,
+                diff: diff_boards(expect, &got),
+                offsets: describe(&offsets),
+                after: timeout,
+            });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    if let Some(tx) = matched {
+        let _ = tx.send(());
     }
-    for (k, v) in expect {
-        let g = last.get(k).cloned().unwrap_or_default();
-        if &g != v {
-            let diff: Vec<_> = v
-                .iter()
-                .filter(|(m, s)| g.get(*m) != Some(s))
-                .take(5)
-                .map(|(m, s)| format!("{m}: want {s}, got {:?}", g.get(m)))
-                .collect();
-            eprintln!(
-                "board {k} differs ({} vs {} members): {diff:?}",
-                v.len(),
-                g.len()
-            );
+    let since = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = watch.read().await;
+        let got = read_boards(redis, setup, expect).await;
+        let still = matches!(&now, Ok(o) if o.at_end() && o.ends() == offsets.ends());
+        if !still || &got != expect {
+            return Err(Mismatch {
+                stage: Stage::Quiet,
+                diff: diff_boards(expect, &got),
+                offsets: format!("{} (at the match: {offsets})", describe(&now)),
+                after: since.elapsed(),
+            });
+        }
+        if since.elapsed() >= QUIET {
+            return Ok(Verified {
+                boards: expect.len(),
+                messages: offsets.messages(),
+                partitions: offsets.partitions.len(),
+                quiet: since.elapsed(),
+            });
         }
     }
-    panic!("boards did not reach the reference within {timeout:?}");
+}
+
+fn describe(offsets: &Result<GroupOffsets, String>) -> String {
+    match offsets {
+        Ok(o) => o.to_string(),
+        Err(e) => format!("unknown ({e})"),
+    }
+}
+
+/// The one way tests wait for boards: [`check_boards`], panicking with the
+/// differences if it fails, printing what it verified if not.
+pub async fn wait_boards(
+    redis: &impl Zsets,
+    setup: &Setup,
+    expect: &Boards,
+    timeout: Duration,
+) -> Verified {
+    match check_boards(redis, setup, expect, timeout, None).await {
+        Ok(v) => {
+            println!(
+                "verified: {} board instances exact; still exact after {:.1} s quiet with committed offsets at the end ({} events in {} partitions)",
+                v.boards,
+                v.quiet.as_secs_f64(),
+                v.messages,
+                v.partitions
+            );
+            v
+        }
+        Err(m) => panic!("{m}"),
+    }
 }
 
 pub fn now_ms() -> i64 {
