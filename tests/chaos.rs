@@ -226,10 +226,7 @@ async fn an_empty_script_cache_mid_stream_reaches_no_board() {
         .expect("SCRIPT FLUSH");
     println!("injected: SCRIPT FLUSH after {seen} messages");
     feeder.await.expect("feeder");
-    if std::env::var("SHOW_LOG").is_ok() {
-        println!("{}", p.log());
-    }
-    wait_boards(&redis, &setup, &expect, Duration::from_secs(60)).await;
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(60), || p.log()).await;
     let noscript = metric_sum(
         &get_text(&p.url("/metrics")).await.unwrap_or_default(),
         "rankflow_redis_errors_total",
@@ -391,10 +388,10 @@ async fn a_redis_that_lost_its_last_writes_is_refilled_from_kafka() {
     );
     assert!(after < before_crash, "the restart lost writes");
     feeder.await.expect("feeder");
-    if std::env::var("SHOW_LOG").is_ok() {
-        println!("{}", p.log());
-    }
-    wait_boards(&redis, &setup, &expect, Duration::from_secs(120)).await;
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(120), || {
+        p.log()
+    })
+    .await;
     let log = p.log();
     assert!(
         log.contains("Redis lost state"),

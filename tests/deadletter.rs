@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use common::reference::{Boards, now_ms, read_boards, wait_boards};
 use common::*;
-use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use serde_json::json;
 
 const BOARDS: &str = r#"
@@ -199,11 +199,19 @@ async fn every_bad_message_reaches_the_dead_letter_topic_with_its_reason() {
         .subscribe(&[setup.dlq.as_deref().unwrap_or("")])
         .expect("subscribe");
     let mut seen: BTreeMap<i64, (String, String, usize)> = BTreeMap::new();
+    // Read on for a quiet spell after the last expected one: a bad message
+    // sent twice must show, not vanish into the map.
+    let mut received = 0;
+    let mut complete_at: Option<std::time::Instant> = None;
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while seen.len() < bad.len() && std::time::Instant::now() < deadline {
-        let Ok(Ok(m)) = tokio::time::timeout(Duration::from_secs(2), consumer.recv()).await else {
+    while complete_at.is_none_or(|t| t.elapsed() < QUIET) && std::time::Instant::now() < deadline {
+        if complete_at.is_none() && seen.len() >= bad.len() {
+            complete_at = Some(std::time::Instant::now());
+        }
+        let Ok(Ok(m)) = tokio::time::timeout(Duration::from_secs(1), consumer.recv()).await else {
             continue;
         };
+        received += 1;
         let mut header = BTreeMap::new();
         if let Some(h) = m.headers() {
             for i in 0..h.count() {
@@ -239,6 +247,7 @@ async fn every_bad_message_reaches_the_dead_letter_topic_with_its_reason() {
     }
     let got: BTreeMap<i64, &str> = seen.iter().map(|(o, (r, _, _))| (*o, r.as_str())).collect();
     assert_eq!(got, expected_reason, "reason per source offset");
+    assert_eq!(received, bad.len(), "one dead letter per bad message");
     // The dead letter keeps the payload (the oversized one up to the limit).
     let (_, _, big_len) = &seen[&expected_reason
         .iter()
@@ -296,23 +305,33 @@ async fn an_unwritable_dead_letter_topic_holds_the_partition_back() {
         (status_of(&health).await == 200).then_some(())
     })
     .await;
-    // Give it time to try (and fail) to write the dead letter repeatedly.
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    let committed = committed_offset(&broker, &setup).await;
-    let position = redis.positions_sum(&setup.prefix).await;
-    assert!(
-        committed <= bad_at,
-        "committed offset {committed} passed the bad message at {bad_at}"
-    );
-    assert!(
-        position <= bad_at,
-        "Redis position {position} passed the bad message at {bad_at}"
-    );
-    assert_ne!(
-        read_boards(&redis, &setup, &expect).await,
-        expect,
-        "the batch behind it waits"
-    );
+    // While it tries (and fails) to write the dead letter repeatedly, the
+    // partition stays held back at every look, not just at the last one.
+    let watch = GroupWatch::new(&setup.brokers, &setup.group, &setup.topic);
+    let (committed, position) = assert_holds(
+        Duration::from_secs(8),
+        "the partition held back",
+        || async {
+            let offsets = watch.read().await?;
+            let committed = offsets.partitions[0].committed.unwrap_or(0);
+            let position = redis.positions_sum(&setup.prefix).await;
+            if committed > bad_at {
+                return Err(format!(
+                    "committed offset {committed} passed the bad message at {bad_at}"
+                ));
+            }
+            if position > bad_at {
+                return Err(format!(
+                    "Redis position {position} passed the bad message at {bad_at}"
+                ));
+            }
+            if read_boards(&redis, &setup, &expect).await == expect {
+                return Err("the batch behind it was applied".into());
+            }
+            Ok((committed, position))
+        },
+    )
+    .await;
     assert!(
         first.log().contains("Could not write dead letters"),
         "{}",
@@ -330,27 +349,4 @@ async fn an_unwritable_dead_letter_topic_holds_the_partition_back() {
     println!(
         "verified: with a writable dead-letter topic the partition moves on and every board is exact"
     );
-}
-
-/// The group's committed offset of partition 0 (0 when nothing is committed).
-async fn committed_offset(broker: &Broker, setup: &Setup) -> i64 {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", broker.brokers())
-        .set("group.id", &setup.group)
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition(&setup.topic, 0);
-    let topic = setup.topic.clone();
-    tokio::task::spawn_blocking(move || {
-        let got = consumer
-            .committed_offsets(tpl, Duration::from_secs(10))
-            .expect("committed offsets");
-        match got.find_partition(&topic, 0).map(|e| e.offset()) {
-            Some(Offset::Offset(o)) => o,
-            _ => 0,
-        }
-    })
-    .await
-    .expect("join")
 }

@@ -38,7 +38,7 @@ async fn all_three_event_types_reach_their_boards_with_exact_sums() {
 
     // Every message counted once, all applied.
     let metrics = app.url("/metrics");
-    let applied = wait_for(Duration::from_secs(10), "applied count", || async {
+    let applied = wait_steady(Duration::from_secs(10), QUIET, "applied count", || async {
         let n = events_counted(&metrics, &setup.topic, "applied").await;
         (n == 3000.0).then_some(n)
     })
@@ -326,7 +326,7 @@ periods = ["all"]
     let expect_boards: Boards = BTreeMap::from([("coins/all".to_string(), expect)]);
     wait_boards(&redis, &setup, &expect_boards, Duration::from_secs(60)).await;
     let metrics = app.url("/metrics");
-    let invalid = wait_for(Duration::from_secs(10), "invalid count", || async {
+    let invalid = wait_steady(Duration::from_secs(10), QUIET, "invalid count", || async {
         let n = events_counted(&metrics, &setup.topic, "invalid").await;
         (n == bad.len() as f64).then_some(n)
     })
@@ -363,15 +363,10 @@ async fn a_consumer_killed_mid_stream_and_restarted_applies_every_event_once() {
     first.kill9();
     println!("injected: kill -9 after {seen} of 30000 events were applied");
     let second = Process::start(&setup);
-    let r = tokio::time::timeout(
-        Duration::from_secs(150),
-        wait_boards(&redis, &setup, &expect, Duration::from_secs(120)),
-    )
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(120), || {
+        format!("first:\n{}\nsecond:\n{}", first.log(), second.log())
+    })
     .await;
-    if r.is_err() {
-        println!("first:\n{}\nsecond:\n{}", first.log(), second.log());
-    }
-    r.expect("boards in time");
     println!(
         "verified: after the restart every board equals the reference (no loss, no double count)"
     );

@@ -147,10 +147,19 @@ async fn windows_slide_with_the_clock_and_aggregates_keep_their_tie_breaks() {
     let shared: SharedClock = Arc::new(clock.clone());
     let app = InProcess::start(&setup, shared).await;
     let metrics = app.url("/metrics");
-    wait_for(Duration::from_secs(60), "all events applied", || async {
-        (events_counted(&metrics, &setup.topic, "applied").await == events.len() as f64)
-            .then_some(())
-    })
+    // Applied once each, committed, and still so after a quiet spell: the
+    // boards read below are final.
+    let watch = GroupWatch::new(&setup.brokers, &setup.group, &setup.topic);
+    wait_steady(
+        Duration::from_secs(60),
+        QUIET,
+        "all events applied once, offsets committed to the end",
+        || async {
+            let applied = events_counted(&metrics, &setup.topic, "applied").await;
+            let committed = watch.read().await.is_ok_and(|o| o.at_end());
+            (applied == events.len() as f64 && committed).then_some(applied)
+        },
+    )
     .await;
     println!("injected: {} events; clock at {now}", events.len());
 

@@ -74,6 +74,11 @@ where
     }
 }
 
+/// How long a condition that must last (boards exact with the group's
+/// offsets committed to the end, a count reached) is watched after it is
+/// first met before a test may call it verified.
+pub const QUIET: Duration = Duration::from_secs(5);
+
 /// Polls `check` until it returns `Some`, then keeps polling for `hold`:
 /// every later answer must be `Some` of the same value, or this panics. For
 /// conditions that must stay true once met (a count reached, a lag of 0):
@@ -102,6 +107,27 @@ where
         if since.elapsed() >= hold {
             return first;
         }
+    }
+}
+
+/// Checks `check` every 250 ms for `period` (and once more at its end);
+/// panics with its complaint the first time it has one, else returns its
+/// last answer. For conditions that must hold throughout a spell (a
+/// partition held back), not just at one look.
+pub async fn assert_holds<T, F, Fut>(period: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let since = Instant::now();
+    loop {
+        let last = check()
+            .await
+            .unwrap_or_else(|e| panic!("{what} stopped holding after {:?}: {e}", since.elapsed()));
+        if since.elapsed() >= period {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

@@ -12,7 +12,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use serde_json::json;
 
-use super::{GroupOffsets, GroupWatch, Setup, Zsets};
+use super::{GroupOffsets, GroupWatch, QUIET, Setup, Zsets};
 
 pub type Boards = BTreeMap<String, BTreeMap<String, f64>>;
 
@@ -140,10 +140,6 @@ pub async fn read_boards(redis: &impl Zsets, setup: &Setup, expect: &Boards) -> 
     }
     got
 }
-
-/// How long boards must stay exact, with the group's committed offsets at
-/// the end of every partition, before a test may call them verified.
-pub const QUIET: Duration = Duration::from_secs(5);
 
 /// What [`check_boards`] verified.
 #[derive(Debug, Clone)]
@@ -305,6 +301,18 @@ pub async fn wait_boards(
     expect: &Boards,
     timeout: Duration,
 ) -> Verified {
+    wait_boards_or_show(redis, setup, expect, timeout, String::new).await
+}
+
+/// [`wait_boards`], adding `show()` (the consumers' logs, say) to the
+/// panic message if the boards are not verified.
+pub async fn wait_boards_or_show(
+    redis: &impl Zsets,
+    setup: &Setup,
+    expect: &Boards,
+    timeout: Duration,
+    show: impl FnOnce() -> String,
+) -> Verified {
     match check_boards(redis, setup, expect, timeout, None).await {
         Ok(v) => {
             println!(
@@ -316,7 +324,7 @@ pub async fn wait_boards(
             );
             v
         }
-        Err(m) => panic!("{m}"),
+        Err(m) => panic!("{m}\n{}", show()),
     }
 }
 
