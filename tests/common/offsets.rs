@@ -1,0 +1,250 @@
+//! What Kafka says about a consumer group's progress: its committed
+//! offsets against the log end of every partition of its topic, read
+//! without joining the group. The board check waits for these to meet.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
+
+use super::unique;
+
+/// One partition of a consumer group, as Kafka has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    pub partition: i32,
+    /// The group's committed offset, if it committed one.
+    pub committed: Option<i64>,
+    /// The log end offset: one past the last message read from the log.
+    pub end: i64,
+}
+
+/// A consumer group's committed offsets against the log ends of a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOffsets {
+    pub partitions: Vec<PartitionOffsets>,
+    /// Whether every partition was read to its end (the broker said so)
+    /// when these were taken; if not, `end` may be short.
+    pub settled: bool,
+}
+
+impl GroupOffsets {
+    /// Whether the group committed the end of every partition (a partition
+    /// that never held a message needs no commit).
+    pub fn at_end(&self) -> bool {
+        self.settled
+            && self
+                .partitions
+                .iter()
+                .all(|p| p.committed.unwrap_or(0) == p.end)
+    }
+
+    /// Messages in the topic, over all partitions.
+    pub fn messages(&self) -> i64 {
+        self.partitions.iter().map(|p| p.end).sum()
+    }
+
+    /// The log ends, to notice messages arriving.
+    pub fn ends(&self) -> Vec<i64> {
+        self.partitions.iter().map(|p| p.end).collect()
+    }
+}
+
+impl std::fmt::Display for GroupOffsets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .partitions
+            .iter()
+            .map(|p| match p.committed {
+                Some(c) => format!("p{} committed {c} of {}", p.partition, p.end),
+                None => format!("p{} committed none of {}", p.partition, p.end),
+            })
+            .collect();
+        let settled = if self.settled {
+            ""
+        } else {
+            " (log ends still being read)"
+        };
+        write!(f, "[{}]{settled}", parts.join(", "))
+    }
+}
+
+/// Reads a consumer group's committed offsets and the log ends of its
+/// topic from Kafka, without joining the group.
+///
+/// The log ends are found by reading the topic to its end with a consumer
+/// of its own (assigned, never committing), keeping its place between
+/// reads: tansu answers ListOffsets(latest), and so `fetch_watermarks`,
+/// with the base offset of the last record batch plus one, not the log end
+/// (5 messages in one batch: "end 1"), while the high watermark in its fetch
+/// responses, which ends a read at `PartitionEOF`, is right.
+pub struct GroupWatch {
+    /// Unsubscribed, with the watched group's id: asks the coordinator.
+    group: Arc<BaseConsumer<EofIsNews>>,
+    tail: Arc<Mutex<Tail>>,
+    topic: String,
+}
+
+/// The log-end reader and how far it got.
+struct Tail {
+    consumer: BaseConsumer<EofIsNews>,
+    /// Per partition: one past the last offset read, and whether the broker
+    /// reported the end since.
+    parts: Vec<(i64, bool)>,
+}
+
+/// A consumer context for which reaching the end of a partition is the
+/// answer sought, not an error to log (as rdkafka's default context does).
+pub struct EofIsNews;
+
+impl ClientContext for EofIsNews {
+    fn error(&self, error: KafkaError, reason: &str) {
+        let eof = matches!(error, KafkaError::PartitionEOF(_))
+            || error.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF);
+        if !eof {
+            eprintln!("offsets reader: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for EofIsNews {}
+
+impl GroupWatch {
+    pub fn new(brokers: &str, group: &str, topic: &str) -> GroupWatch {
+        let client = |group: &str| {
+            ClientConfig::new()
+                .set("bootstrap.servers", brokers)
+                .set("group.id", group)
+                .set("enable.auto.commit", "false")
+                .set("enable.partition.eof", "true")
+                .set("fetch.wait.max.ms", "10")
+                .create_with_context::<_, BaseConsumer<EofIsNews>>(EofIsNews)
+                .expect("offsets reader")
+        };
+        let tail = Tail {
+            consumer: client(&unique("log-end")),
+            parts: Vec::new(),
+        };
+        GroupWatch {
+            group: Arc::new(client(group)),
+            tail: Arc::new(Mutex::new(tail)),
+            topic: topic.to_string(),
+        }
+    }
+
+    /// The offsets now, or why Kafka could not say (a broker restarting).
+    pub async fn read(&self) -> Result<GroupOffsets, String> {
+        let group = self.group.clone();
+        let tail = self.tail.clone();
+        let topic = self.topic.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut tail = tail.lock().map_err(|e| e.to_string())?;
+            let settled = tail.read_to_end(&topic, Duration::from_secs(2))?;
+            committed_against(&group, &topic, &tail.parts, settled)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+}
+
+impl Tail {
+    /// Reads on until every partition reported its end, or `budget` passed;
+    /// returns whether they all did.
+    fn read_to_end(&mut self, topic: &str, budget: Duration) -> Result<bool, String> {
+        if self.parts.is_empty() {
+            self.assign(topic)?;
+        }
+        // The end of a partition is only known from a fetch made after the
+        // last look: forget the earlier answers.
+        let deadline = Instant::now() + budget;
+        for p in &mut self.parts {
+            p.1 = false;
+        }
+        self.consumer
+            .seek_partitions(self.positions(topic)?, Duration::from_secs(5))
+            .map_err(|e| format!("seek: {e}"))?;
+        while !self.parts.iter().all(|p| p.1) && Instant::now() < deadline {
+            match self.consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(m)) => {
+                    if let Some(p) = self.parts.get_mut(m.partition() as usize) {
+                        *p = (m.offset() + 1, false);
+                    }
+                }
+                Some(Err(KafkaError::PartitionEOF(i))) => {
+                    if let Some(p) = self.parts.get_mut(i as usize) {
+                        p.1 = true;
+                    }
+                }
+                Some(Err(e)) => return Err(format!("reading the log: {e}")),
+                None => {}
+            }
+        }
+        Ok(self.parts.iter().all(|p| p.1))
+    }
+
+    fn assign(&mut self, topic: &str) -> Result<(), String> {
+        let metadata = self
+            .consumer
+            .fetch_metadata(Some(topic), Duration::from_secs(5))
+            .map_err(|e| format!("metadata: {e}"))?;
+        let count = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .map_or(0, |t| t.partitions().len());
+        if count == 0 {
+            return Err(format!("topic {topic} has no partitions yet"));
+        }
+        self.parts = vec![(0, false); count];
+        self.consumer
+            .assign(&self.positions(topic)?)
+            .map_err(|e| format!("assign: {e}"))
+    }
+
+    fn positions(&self, topic: &str) -> Result<TopicPartitionList, String> {
+        let mut tpl = TopicPartitionList::new();
+        for (p, (next, _)) in self.parts.iter().enumerate() {
+            tpl.add_partition_offset(topic, p as i32, Offset::Offset(*next))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(tpl)
+    }
+}
+
+fn committed_against(
+    group: &BaseConsumer<EofIsNews>,
+    topic: &str,
+    ends: &[(i64, bool)],
+    settled: bool,
+) -> Result<GroupOffsets, String> {
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..ends.len() {
+        tpl.add_partition(topic, p as i32);
+    }
+    let committed = group
+        .committed_offsets(tpl, Duration::from_secs(5))
+        .map_err(|e| format!("committed offsets: {e}"))?;
+    let partitions = ends
+        .iter()
+        .enumerate()
+        .map(|(p, (end, _))| PartitionOffsets {
+            partition: p as i32,
+            committed: match committed
+                .find_partition(topic, p as i32)
+                .map(|e| e.offset())
+            {
+                Some(Offset::Offset(o)) => Some(o),
+                _ => None,
+            },
+            end: *end,
+        })
+        .collect();
+    Ok(GroupOffsets {
+        partitions,
+        settled,
+    })
+}
