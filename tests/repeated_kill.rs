@@ -11,7 +11,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::reference::{Boards, now_ms, wait_boards};
+use common::reference::{Boards, now_ms, wait_boards, wait_boards_or_show};
 use common::*;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -184,4 +184,40 @@ async fn three_instances_killed_in_turn_while_events_flow_leave_every_board_exac
         verified.quiet.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// A consumer killed after Redis took a partition's last batch but before
+/// its next auto-commit (every second) leaves Kafka's committed offset
+/// behind. The next owner resumes at the position Redis recorded, which is
+/// the log end, fetches nothing, and so never commits it: the group shows a
+/// backlog in Kafka for as long as no new event arrives, though every event
+/// is applied, and the board check (which waits for the committed offsets
+/// to reach the end) cannot pass. The first consumer commits only once a
+/// minute here so that the kill always lands in that gap. Ignored until the
+/// engine commits (stores) the position a partition resumes at; run with
+/// `--ignored` to see it.
+#[ignore = "rankflow leaves a partition resumed at its Redis position uncommitted in Kafka until new events arrive"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_resumed_at_its_redis_position_is_committed_to_kafka() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let mut setup = Setup::new(&broker, &redis, BOARDS);
+    broker.create_topic(&setup.topic, PARTITIONS).await;
+    let total = 2_000;
+    let (messages, expect) = events(total, now_ms());
+    send_all(&broker.producer(), &setup.topic, &messages).await;
+    setup.client = vec![("auto.commit.interval.ms".into(), "600000".into())];
+    let mut first = Process::start(&setup);
+    setup.client.clear();
+    wait_for(Duration::from_secs(60), "every event applied", || async {
+        (redis.positions_sum(&setup.prefix).await >= total as i64).then_some(())
+    })
+    .await;
+    first.kill9();
+    println!("injected: kill -9 after all {total} events were applied, before a commit");
+    let second = Process::start(&setup);
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(30), || {
+        second.log()
+    })
+    .await;
 }

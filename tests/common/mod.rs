@@ -745,6 +745,8 @@ pub struct Setup {
     pub boards: String,
     /// `kafka.dead_letter_topic`, if any.
     pub dlq: Option<String>,
+    /// More `[kafka.client]` properties, as (name, value).
+    pub client: Vec<(String, String)>,
 }
 
 impl Setup {
@@ -767,6 +769,7 @@ impl Setup {
             extra: String::new(),
             boards: boards.to_string(),
             dlq: None,
+            client: Vec::new(),
         }
     }
 
@@ -785,6 +788,7 @@ topics = ["{topic}"]
 "max.poll.interval.ms" = "10000"
 "heartbeat.interval.ms" = "500"
 "topic.metadata.refresh.interval.ms" = "1000"
+{client}
 [redis]
 url = {redis}
 key_prefix = "{prefix}"
@@ -805,6 +809,11 @@ listen = "127.0.0.1:0"
             max_events = self.batch.0,
             max_delay = self.batch.1,
             boards = self.boards,
+            client = self
+                .client
+                .iter()
+                .map(|(k, v)| format!("\"{k}\" = \"{v}\"\n"))
+                .collect::<String>(),
             dlq = self
                 .dlq
                 .as_ref()
