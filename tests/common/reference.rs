@@ -225,7 +225,8 @@ pub fn diff_boards(want: &Boards, got: &Boards) -> Vec<String> {
 }
 
 /// Waits until every board in `expect` equals it exactly *and* the
-/// consumer group has committed the end of every partition of the topic;
+/// consumer group has committed the end of every partition of the topic
+/// (and the positions rankflow recorded in Redis add up to that end);
 /// then keeps comparing for [`QUIET`] while nothing is produced, so a
 /// double count that lands after the first match still fails. `matched`, if
 /// given, is told the moment the boards first matched (for tests of this
@@ -239,22 +240,13 @@ pub async fn check_boards(
 ) -> Result<Verified, Mismatch> {
     let watch = GroupWatch::new(&setup.brokers, &setup.group, &setup.topic);
     let start = Instant::now();
-    let offsets = loop {
-        // Offsets first: boards read after them already hold what the
-        // committed offsets claim.
-        let offsets = watch.read().await;
-        let got = read_boards(redis, setup, expect).await;
-        match &offsets {
-            Ok(o) if o.at_end() && &got == expect => break o.clone(),
-            _ => {}
+    let matched_at = loop {
+        let look = Look::take(&watch, redis, setup, expect).await;
+        if let Some(o) = look.exact(expect) {
+            break o.clone();
         }
         if start.elapsed() > timeout {
-            return Err(Mismatch {
-                stage: Stage::Reaching,
-                diff: diff_boards(expect, &got),
-                offsets: describe(&offsets),
-                after: timeout,
-            });
+            return Err(look.mismatch(Stage::Reaching, expect, timeout, None));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
@@ -264,32 +256,72 @@ pub async fn check_boards(
     let since = Instant::now();
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        let now = watch.read().await;
-        let got = read_boards(redis, setup, expect).await;
-        let still = matches!(&now, Ok(o) if o.at_end() && o.ends() == offsets.ends());
-        if !still || &got != expect {
-            return Err(Mismatch {
-                stage: Stage::Quiet,
-                diff: diff_boards(expect, &got),
-                offsets: format!("{} (at the match: {offsets})", describe(&now)),
-                after: since.elapsed(),
-            });
+        let look = Look::take(&watch, redis, setup, expect).await;
+        let same_log = look.exact(expect).map(GroupOffsets::ends) == Some(matched_at.ends());
+        if !same_log {
+            return Err(look.mismatch(Stage::Quiet, expect, since.elapsed(), Some(&matched_at)));
         }
         if since.elapsed() >= QUIET {
             return Ok(Verified {
                 boards: expect.len(),
-                messages: offsets.messages(),
-                partitions: offsets.partitions.len(),
+                messages: matched_at.messages(),
+                partitions: matched_at.partitions.len(),
                 quiet: since.elapsed(),
             });
         }
     }
 }
 
-fn describe(offsets: &Result<GroupOffsets, String>) -> String {
-    match offsets {
-        Ok(o) => o.to_string(),
-        Err(e) => format!("unknown ({e})"),
+/// One look at Kafka and Redis: the group's offsets, the partition
+/// positions Redis recorded, and the boards.
+struct Look {
+    offsets: Result<GroupOffsets, String>,
+    positions: i64,
+    boards: Boards,
+}
+
+impl Look {
+    async fn take(watch: &GroupWatch, redis: &impl Zsets, setup: &Setup, expect: &Boards) -> Look {
+        // Offsets first: what is read from Redis after them already holds
+        // whatever the committed offsets claim.
+        let offsets = watch.read().await;
+        let positions = redis.positions_sum(&setup.prefix).await;
+        let boards = read_boards(redis, setup, expect).await;
+        Look {
+            offsets,
+            positions,
+            boards,
+        }
+    }
+
+    /// The offsets, if the boards equal `expect`, the group committed the
+    /// end of every partition and Redis's positions are at the end too.
+    fn exact(&self, expect: &Boards) -> Option<&GroupOffsets> {
+        let o = self.offsets.as_ref().ok()?;
+        (o.at_end() && self.positions == o.messages() && &self.boards == expect).then_some(o)
+    }
+
+    fn mismatch(
+        &self,
+        stage: Stage,
+        expect: &Boards,
+        after: Duration,
+        matched_at: Option<&GroupOffsets>,
+    ) -> Mismatch {
+        let mut offsets = match &self.offsets {
+            Ok(o) => o.to_string(),
+            Err(e) => format!("unknown ({e})"),
+        };
+        offsets.push_str(&format!("; Redis positions sum to {}", self.positions));
+        if let Some(m) = matched_at {
+            offsets.push_str(&format!(" (at the match: {m})"));
+        }
+        Mismatch {
+            stage,
+            diff: diff_boards(expect, &self.boards),
+            offsets,
+            after,
+        }
     }
 }
 
@@ -316,7 +348,7 @@ pub async fn wait_boards_or_show(
     match check_boards(redis, setup, expect, timeout, None).await {
         Ok(v) => {
             println!(
-                "verified: {} board instances exact; still exact after {:.1} s quiet with committed offsets at the end ({} events in {} partitions)",
+                "verified: {} board instances exact; still exact after {:.1} s quiet with committed offsets and Redis positions at the end ({} events in {} partitions)",
                 v.boards,
                 v.quiet.as_secs_f64(),
                 v.messages,
