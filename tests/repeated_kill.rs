@@ -193,10 +193,8 @@ async fn three_instances_killed_in_turn_while_events_flow_leave_every_board_exac
 /// backlog in Kafka for as long as no new event arrives, though every event
 /// is applied, and the board check (which waits for the committed offsets
 /// to reach the end) cannot pass. The first consumer commits only once a
-/// minute here so that the kill always lands in that gap. Ignored until the
-/// engine commits (stores) the position a partition resumes at; run with
-/// `--ignored` to see it.
-#[ignore = "rankflow leaves a partition resumed at its Redis position uncommitted in Kafka until new events arrive"]
+/// minute here so that the kill always lands in that gap; the engine stores
+/// the position a partition resumes at, so it is committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_resumed_at_its_redis_position_is_committed_to_kafka() {
     let broker = Broker::start();

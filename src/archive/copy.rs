@@ -138,35 +138,7 @@ impl Archive {
             );
             tx.execute(&sql, &params).await?;
         }
-        let sink = tx
-            .copy_in(
-                "COPY rankflow_archive (board, scope, view, period, rank, member, score)
-                 FROM STDIN (FORMAT binary)",
-            )
-            .await?;
-        let writer = BinaryCopyInWriter::new(sink, &COLUMNS);
-        futures::pin_mut!(writer);
-        futures::pin_mut!(standings);
-        let mut rank: i64 = 0;
-        while let Some(chunk) = standings.next().await {
-            for s in chunk? {
-                rank += 1;
-                let score = Numeric(s.score);
-                writer
-                    .as_mut()
-                    .write(&[
-                        &key.board,
-                        &key.scope,
-                        &key.view,
-                        &key.period,
-                        &rank,
-                        &s.member,
-                        &score,
-                    ])
-                    .await?;
-            }
-        }
-        let members = writer.finish().await?;
+        let members = write_rows(&tx, key, standings).await?;
         tx.execute(
             "INSERT INTO rankflow_archived_periods
                  (board, scope, view, period, period_start, period_end, members)
@@ -185,6 +157,47 @@ impl Archive {
         tx.commit().await?;
         Ok(Copied::Done { members })
     }
+}
+
+/// Streams the standings into a binary `COPY`, ranked 1, 2, 3... in the
+/// order they come; returns how many rows were written.
+async fn write_rows<S>(
+    tx: &tokio_postgres::Transaction<'_>,
+    key: &PeriodKey,
+    standings: S,
+) -> Result<u64, ArchiveError>
+where
+    S: Stream<Item = Result<Vec<Standing>, ArchiveError>>,
+{
+    let sink = tx
+        .copy_in(
+            "COPY rankflow_archive (board, scope, view, period, rank, member, score)
+             FROM STDIN (FORMAT binary)",
+        )
+        .await?;
+    let writer = BinaryCopyInWriter::new(sink, &COLUMNS);
+    futures::pin_mut!(writer);
+    futures::pin_mut!(standings);
+    let mut rank: i64 = 0;
+    while let Some(chunk) = standings.next().await {
+        for s in chunk? {
+            rank += 1;
+            let score = Numeric(s.score);
+            writer
+                .as_mut()
+                .write(&[
+                    &key.board,
+                    &key.scope,
+                    &key.view,
+                    &key.period,
+                    &rank,
+                    &s.member,
+                    &score,
+                ])
+                .await?;
+        }
+    }
+    Ok(writer.finish().await?)
 }
 
 /// Parses a `postgres://` URL (or a `key=value` connection string).

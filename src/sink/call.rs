@@ -276,12 +276,7 @@ fn encode(
     let mut args = Vec::new();
     push_header(&mut args, board, &expiry(&fence_key, fence_expire));
     let mut call_keys = vec![fence_key];
-    args.push(merged.groups.len().to_string());
-    for (part, (lo, hi)) in &merged.groups {
-        args.push(parts[*part as usize].field.clone());
-        args.push(lo.to_string());
-        args.push(hi.to_string());
-    }
+    push_groups(&mut args, &merged.groups, parts);
     // Per view, the sum of |delta| this call adds.
     let mut absum = vec![0.0f64; inst.views.len()];
     for ((view, _, _), agg) in &merged.updates {
@@ -321,6 +316,17 @@ fn encode(
         expiries,
         updates,
     })
+}
+
+/// Appends the fenced partition ranges: their count, then each one's fence
+/// field and first and last offset.
+fn push_groups(args: &mut Vec<String>, groups: &BTreeMap<u16, (i64, i64)>, parts: &[PartState]) {
+    args.push(groups.len().to_string());
+    for (part, (lo, hi)) in groups {
+        args.push(parts[*part as usize].field.clone());
+        args.push(lo.to_string());
+        args.push(hi.to_string());
+    }
 }
 
 /// Appends the merged updates, view by view; returns how many.
