@@ -1,6 +1,7 @@
 //! rankflow turns event streams in Kafka into real-time leaderboards in Redis.
 //!
-//! Data flows one way through these modules:
+//! Data flows one way through these modules, and no two of them import
+//! each other (`tests/layout.rs` checks):
 //!
 //! - [`source`] — the Kafka consumer-group member: client properties,
 //!   rebalance and statistics callbacks.
@@ -9,16 +10,21 @@
 //!   (a leaf: it knows JSON values, not boards or events).
 //! - [`rules`] — the board rules (`filter`, `member`, `score`, `scope`),
 //!   compiled once by [`expr`] and evaluated per event.
-//! - [`board`] — what a board is: views (periods, windows) and their time
-//!   math, Redis key names, score encoding, resolving an event to its views.
+//! - [`board`] — what a board is: its definition as written, views (periods,
+//!   windows) and their time math, Redis key names, score encoding,
+//!   resolving an event to its views, and the domain enums.
 //! - [`sink`] — batches, their pre-aggregation, the Lua apply script and the
 //!   Redis connection.
-//! - [`engine`] — the loop that ties the above together with backpressure,
-//!   retries and offset commits.
+//! - [`deadletter`] — messages that are not valid events, and their topic.
+//! - [`engine`] — the loop that ties the above together: flush queue,
+//!   partition tracker, backpressure, retries and offset commits, reaching
+//!   Kafka and Redis through narrow traits.
 //! - [`reader`], [`api`], [`cli`] — reading boards back: HTTP and the CLI.
 //! - [`archive`] — history: closed periods copied to PostgreSQL.
-//! - [`app`] — wiring and lifecycle of `rankflow run`; [`produce`] — the
-//!   synthetic producer; [`config`], [`telemetry`], [`health`], [`clock`].
+//! - [`telemetry`] — reason and error codes, and the internal events that
+//!   log and count together (the only module that writes metrics).
+//! - [`app`] — wiring and lifecycle of `rankflow run`; [`config`] — the
+//!   settings; [`produce`] — the synthetic producer; [`health`], [`clock`].
 //!
 //! The design notes users of the Redis data need are in `docs/`.
 
