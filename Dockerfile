@@ -9,13 +9,14 @@
 # /etc/rankflow/rankflow.toml to change the boards.
 
 # ---------------------------------------------------------------------------
-# Build stage. rdkafka builds librdkafka from source (configure + make, C),
-# zstd-sys builds zstd with the C compiler, libz-sys links the system zlib.
+# Build stage. rdkafka builds librdkafka from source (configure + make, C)
+# against the system OpenSSL (Kafka TLS, SASL_SSL, SCRAM), zstd-sys builds
+# zstd with the C compiler, libz-sys links the system zlib.
 FROM rust:1-bookworm AS builder
 
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      build-essential pkg-config zlib1g-dev \
+      build-essential pkg-config zlib1g-dev libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /build
@@ -39,11 +40,12 @@ RUN touch src/main.rs src/lib.rs \
  && install -D -m 0755 target/release/rankflow /out/rankflow
 
 # ---------------------------------------------------------------------------
-# Runtime stage: glibc, libgcc and zlib come with the slim image.
+# Runtime stage: glibc, libgcc and zlib come with the slim image; libssl3
+# is librdkafka's TLS (Redis TLS is rustls, linked in).
 FROM debian:bookworm-slim
 
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates libssl3 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 rankflow \
  && useradd --system --uid 10001 --gid rankflow --home-dir /nonexistent --no-create-home \
