@@ -428,11 +428,6 @@ mod tests {
 
     fn boards() -> BoardSet {
         let text = r#"
-[kafka]
-brokers = "unused:9092"
-topics = ["t"]
-[redis]
-url = "redis://127.0.0.1:1"
 [[board]]
 name = "total"
 event = "score"
@@ -447,10 +442,7 @@ score = "count"
 scope = "receiver_id"
 windows = ["1h/1m"]
 "#;
-        let cfg =
-            crate::config::Config::from_toml(text, std::path::Path::new("t.toml"), Vec::new())
-                .expect("test config");
-        cfg.compile_boards().expect("test boards")
+        crate::config::test_boards(text)
     }
 
     fn q(board: &str, view: &str, scope: Option<&str>, period: Option<&str>) -> Query {

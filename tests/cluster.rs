@@ -13,13 +13,23 @@ use common::reference::*;
 use common::*;
 use rankflow::clock::{SharedClock, SystemClock};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_board_is_exact_on_a_three_primary_cluster() {
+/// Runs `events` mixed events through rankflow on a new 3-primary cluster,
+/// with `redis.url` as `url` makes it from the cluster (or the list of every
+/// node); checks every board exact and the read API, and returns how many
+/// board keys each primary holds.
+async fn exact_on_cluster(
+    events: usize,
+    seed: u64,
+    url: impl Fn(&RedisCluster) -> Option<String>,
+) -> (usize, Vec<usize>) {
     let broker = Broker::start();
     let cluster = RedisCluster::start();
-    let setup = Setup::new_cluster(&broker, &cluster, MIXED_BOARDS);
+    let mut setup = Setup::new_cluster(&broker, &cluster, MIXED_BOARDS);
+    if let Some(url) = url(&cluster) {
+        setup.redis_url = url;
+    }
     broker.create_topic(&setup.topic, 4).await;
-    let (messages, expect) = mixed_events(20_000, 31, 4, now_ms());
+    let (messages, expect) = mixed_events(events, seed, 4, now_ms());
     send_all(&broker.producer(), &setup.topic, &messages).await;
     let clock: SharedClock = Arc::new(SystemClock);
     let app = InProcess::start(&setup, clock).await;
@@ -36,11 +46,26 @@ async fn every_board_is_exact_on_a_three_primary_cluster() {
     let (status, body) = get_json(&app.url("/v1/boards/star_coins/all/top?limit=3")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["total"], expect["star_coins/all"].len());
-    println!(
-        "verified: 20000 events, {} board instances exact on 3 primaries (keys per node {per_node:?})",
-        expect.len()
-    );
     app.stop().await;
+    (expect.len(), per_node)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_board_is_exact_on_a_three_primary_cluster() {
+    let (instances, per_node) = exact_on_cluster(20_000, 31, |_| None).await;
+    println!(
+        "verified: 20000 events, {instances} board instances exact on 3 primaries (keys per node {per_node:?})"
+    );
+}
+
+/// One seed URL of a 3-primary cluster: rankflow asks the node (`INFO
+/// cluster`), connects as a cluster client and applies every event exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_seed_url_of_a_cluster_is_enough() {
+    // Only the second node, as a plain single URL.
+    let (_, per_node) =
+        exact_on_cluster(6_000, 41, |c| Some(format!("\"{}\"", c.nodes[1].url()))).await;
+    println!("verified: 6000 events exact through one seed URL; keys per node {per_node:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,18 +3,15 @@
 //! is running, so anything that waited for one would time out), and
 //! `rankflow check` reports the same fault without any server. Also: a
 //! valid config passes `check` with no server up, secrets are masked in its
-//! output, and one seed URL of a Redis Cluster is enough to run against it.
+//! output. (One seed URL of a Redis Cluster is tested in `tests/cluster.rs`.)
 
 mod common;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::reference::*;
 use common::*;
-use rankflow::clock::{SharedClock, SystemClock};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rankflow");
 
@@ -349,34 +346,4 @@ fn check_passes_a_valid_config_without_servers_and_masks_secrets() {
         );
     }
     println!("check: exit 0 in {elapsed:?} with no server; secrets masked");
-}
-
-/// One seed URL of a 3-primary cluster: rankflow asks the node (`INFO
-/// cluster`), connects as a cluster client and applies every event exactly.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_seed_url_of_a_cluster_is_enough() {
-    let broker = Broker::start();
-    let cluster = RedisCluster::start();
-    let mut setup = Setup::new_cluster(&broker, &cluster, MIXED_BOARDS);
-    // Only the second node, as a plain single URL.
-    setup.redis_url = format!("\"{}\"", cluster.nodes[1].url());
-    broker.create_topic(&setup.topic, 4).await;
-    let (messages, expect) = mixed_events(6_000, 41, 4, now_ms());
-    send_all(&broker.producer(), &setup.topic, &messages).await;
-    let clock: SharedClock = Arc::new(SystemClock);
-    let app = InProcess::start(&setup, clock).await;
-    wait_boards(&cluster, &setup, &expect, Duration::from_secs(90)).await;
-    let mut per_node = Vec::new();
-    for n in &cluster.nodes {
-        per_node.push(n.keys(&format!("{}:{{*", setup.prefix)).await.len());
-    }
-    assert!(
-        per_node.iter().filter(|k| **k > 0).count() >= 2,
-        "board keys spread over the primaries: {per_node:?}"
-    );
-    let (status, body) = get_json(&app.url("/v1/boards/star_coins/all/top?limit=3")).await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["total"], expect["star_coins/all"].len());
-    println!("verified: 6000 events exact through one seed URL; keys per node {per_node:?}");
-    app.stop().await;
 }

@@ -320,6 +320,18 @@ impl Config {
     }
 }
 
+/// Compiles `[[board]]` tables inside a minimal configuration, for the
+/// unit tests of the modules that work on boards.
+#[cfg(test)]
+pub fn test_boards(boards: &str) -> BoardSet {
+    let text = format!(
+        "[kafka]\nbrokers = \"b\"\ntopics = [\"t\"]\n[redis]\nurl = \"redis://127.0.0.1:1\"\n{boards}"
+    );
+    Config::from_toml(&text, Path::new("test.toml"), Vec::new())
+        .and_then(|c| c.compile_boards())
+        .expect("test boards compile")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

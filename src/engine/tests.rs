@@ -18,7 +18,7 @@ use super::port::{Positions, Sink, Source};
 use super::{Engine, Flushed};
 use crate::board::BoardSet;
 use crate::clock::ManualClock;
-use crate::config::{BatchConfig, Config, Millis};
+use crate::config::{BatchConfig, Millis};
 use crate::event::Decoder;
 use crate::sink::FlushReport;
 use crate::sink::batch::{Batch, Outcome};
@@ -209,20 +209,14 @@ struct Harness {
 
 fn boards() -> BoardSet {
     let text = r#"
-        [kafka]
-        brokers = "b"
-        topics = ["t"]
-        [redis]
-        url = "redis://x"
-        [[board]]
+[[board]]
         name = "fans"
         event = "gift"
         member = "sender_id"
         score = "count"
         periods = ["all"]
     "#;
-    let config = Config::from_toml(text, std::path::Path::new("t.toml"), Vec::new()).unwrap();
-    config.compile_boards().unwrap()
+    crate::config::test_boards(text)
 }
 
 fn tp(p: i32) -> TopicPartition {

@@ -134,18 +134,11 @@ fn check_key(board: &str, field: &'static str, value: &str) -> Result<(), RuleEr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
     use crate::event::Decoder;
-    use std::path::Path;
 
     fn boards() -> BoardSet {
         let text = r#"
-            [kafka]
-            brokers = "b"
-            topics = ["t"]
-            [redis]
-            url = "redis://x"
-            [[board]]
+[[board]]
             name = "flowers"
             event = "gift"
             filter = 'gift_id == "flower"'
@@ -167,8 +160,7 @@ mod tests {
             filter = "has(extra.divide)"
             periods = ["day"]
         "#;
-        let config = Config::from_toml(text, Path::new("t.toml"), Vec::new()).unwrap();
-        config.compile_boards().unwrap()
+        crate::config::test_boards(text)
     }
 
     fn event(json: serde_json::Value) -> Event {

@@ -426,20 +426,13 @@ struct Fate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
     use crate::event::Decoder;
-    use std::path::Path;
 
     const TS: i64 = 1_763_700_000_000;
 
     fn boards() -> BoardSet {
         let text = r#"
-            [kafka]
-            brokers = "b"
-            topics = ["t"]
-            [redis]
-            url = "redis://x"
-            [[board]]
+[[board]]
             name = "fans"
             event = "gift"
             member = "sender_id"
@@ -453,8 +446,7 @@ mod tests {
             score = "count"
             windows = ["1h/1m"]
         "#;
-        let config = Config::from_toml(text, Path::new("t.toml"), Vec::new()).unwrap();
-        config.compile_boards().unwrap()
+        crate::config::test_boards(text)
     }
 
     /// Adds a gift of `partition` at `offset` to the batch, as the engine does.
