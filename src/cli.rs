@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::board::BoardSet;
+use crate::board::duration::Span;
 use crate::board::keys;
 use crate::board::model::{Board, ViewSpec};
 use crate::board::period::{PeriodKind, period_of};
@@ -156,11 +157,19 @@ fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
     );
     for v in &b.views {
         match v {
-            ViewSpec::Period { kind, retention } => {
+            ViewSpec::Period {
+                kind,
+                retention,
+                close_after,
+            } => {
                 let current = period_of(*kind, now, b.tz);
-                let keep = match retention {
-                    Some(r) => format!("kept {r} after the period ends"),
-                    None => "kept forever".to_string(),
+                let keep = match (retention, close_after) {
+                    (Some(r), Some(grace)) => format!(
+                        "archived: closes {} after the period ends, kept in Redis until archived, then {r} after the end",
+                        Span::Fixed { ms: *grace }
+                    ),
+                    (Some(r), None) => format!("kept {r} after the period ends"),
+                    (None, _) => "kept forever".to_string(),
                 };
                 let key = keys::view_key(&boards.key_prefix, &tag, &current.view());
                 let _ = if *kind == PeriodKind::All {

@@ -37,6 +37,18 @@ pub enum Span {
     Months(u32),
 }
 
+impl Span {
+    /// The shortest this span can be: its length for fixed spans, 28 days
+    /// per month for calendar months (DST can shorten a day by an hour, so
+    /// one hour less per month).
+    pub fn min_ms(&self) -> i64 {
+        match *self {
+            Span::Fixed { ms } => ms,
+            Span::Months(n) => i64::from(n) * (28 * DAY_MS - HOUR_MS),
+        }
+    }
+}
+
 impl fmt::Display for Span {
     /// Canonical text that [`parse_span`] maps back to the same value: the
     /// largest unit that divides exactly (`"35d"` prints as `"5w"`, `"12mo"` as

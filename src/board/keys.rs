@@ -110,6 +110,34 @@ pub fn hash_slot(tag: &str) -> u16 {
     crc % 16384
 }
 
+/// Marker of a closed period (SPEC §8.1), beside its view key
+/// (`K:closed`): set by the archiver before it reads the final standings;
+/// the apply script finds it and counts every later update `late`.
+pub fn closed_key(view_key: &str) -> String {
+    helper(view_key, "closed")
+}
+
+/// Sorted set of the periods of archived views that have data, to be
+/// archived once they close: member [`due_member`], score the close time in
+/// ms. One key for the fleet (not under a board's hash tag), written before
+/// the apply call that first touches a period, read by the archivers.
+pub fn archive_due_key(prefix: &str) -> String {
+    format!("{prefix}:archive:due")
+}
+
+/// Member of [`archive_due_key`]: the view key without its prefix,
+/// `{<tag>}:<view id>`, e.g. `{star_fans:u42}:week:2026-W47`.
+pub fn due_member(tag: &str, view_id: &str) -> String {
+    format!("{{{tag}}}:{view_id}")
+}
+
+/// Splits a [`due_member`] into its tag and view id.
+pub fn parse_due_member(member: &str) -> Option<(&str, &str)> {
+    let rest = member.strip_prefix('{')?;
+    let (tag, view_id) = rest.split_once("}:")?;
+    Some((tag, view_id))
+}
+
 /// Helper key beside a view key (`K:t`, `K:log`...).
 pub fn helper(view_key: &str, suffix: &str) -> String {
     format!("{view_key}:{suffix}")
@@ -135,6 +163,15 @@ mod tests {
             "rankflow:{b}:all"
         );
         assert_eq!(instance_tag("b", Some("a{b}:c%d")), "b:a%7Bb%7D%3Ac%25d");
+    }
+
+    #[test]
+    fn due_members_round_trip() {
+        let tag = instance_tag("star_fans", Some("a}:b"));
+        let m = due_member(&tag, "week:2026-W47");
+        assert_eq!(m, "{star_fans:a%7D%3Ab}:week:2026-W47");
+        assert_eq!(parse_due_member(&m), Some((tag.as_str(), "week:2026-W47")));
+        assert_eq!(parse_due_member("star_fans:week"), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! aggregate, tie-break and timezone. Every mistake is reported with the
 //! board's name and number and the field (and column, for expressions).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use chrono_tz::Tz;
 
@@ -63,6 +63,10 @@ pub enum ViewSpec {
         kind: PeriodKind,
         /// How long after its end a period's key lives; `None` for `all`.
         retention: Option<Span>,
+        /// For an archived view (SPEC §8.1): the grace in ms after a
+        /// period's end at which it closes. Its keys then carry no expiry
+        /// until the archiver has copied them.
+        close_after: Option<i64>,
     },
     Window(WindowSpec),
 }
@@ -167,7 +171,7 @@ impl BoardSet {
         let mut boards = Vec::with_capacity(specs.len());
         let mut names = HashSet::new();
         for (i, b) in specs.iter().enumerate() {
-            let board = compile_board(i + 1, b, globals.timezone)?;
+            let board = compile_board(i + 1, b, globals)?;
             if !names.insert(board.name.clone()) {
                 return Err(BoardError::invalid(
                     location(i + 1, &b.name, "name"),
@@ -215,7 +219,7 @@ fn valid_name(name: &str) -> bool {
         && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_'))
 }
 
-fn compile_board(number: usize, b: &BoardSpec, default_tz: Tz) -> Result<Board, BoardError> {
+fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Board, BoardError> {
     let at = |field: &str| location(number, &b.name, field);
     if !valid_name(&b.name) {
         return Err(BoardError::invalid(
@@ -251,10 +255,11 @@ fn compile_board(number: usize, b: &BoardSpec, default_tz: Tz) -> Result<Board, 
         .transpose()?;
     let tz = match &b.timezone {
         Some(name) => parse_tz(name).map_err(|m| BoardError::invalid(at("timezone"), m))?,
-        None => default_tz,
+        None => globals.timezone,
     };
 
-    let views = compile_views(number, b)?;
+    let archived = archived_periods(number, b, globals.archive_grace_ms)?;
+    let views = compile_views(number, b, &archived)?;
     let order = b.order.unwrap_or(match b.aggregate {
         Aggregate::Min => Order::Asc,
         _ => Order::Desc,
@@ -275,9 +280,61 @@ fn compile_board(number: usize, b: &BoardSpec, default_tz: Tz) -> Result<Board, 
     })
 }
 
+/// The board's `archive` list: each archived period kind with the grace
+/// after which its periods close. Only periods the board keeps, never
+/// `all` (it never closes), and only with an `[archive] url`.
+fn archived_periods(
+    number: usize,
+    b: &BoardSpec,
+    grace: Option<i64>,
+) -> Result<HashMap<PeriodKind, i64>, BoardError> {
+    let mut out = HashMap::new();
+    for (i, p) in b.archive.iter().enumerate() {
+        let at = format!("{}[{i}]", location(number, &b.name, "archive"));
+        let Some(grace) = grace else {
+            return Err(BoardError::invalid(
+                at,
+                "archives a period but [archive] url is not set",
+            ));
+        };
+        let kind = match PeriodKind::parse(p) {
+            Some(PeriodKind::All) => {
+                return Err(BoardError::invalid(
+                    at,
+                    "\"all\" never closes, so it cannot be archived",
+                ));
+            }
+            Some(k) if b.periods.iter().any(|q| PeriodKind::parse(q) == Some(k)) => k,
+            Some(_) => {
+                return Err(BoardError::invalid(
+                    at,
+                    format!("period {p:?} is not in the board's periods"),
+                ));
+            }
+            None => {
+                return Err(BoardError::invalid(
+                    at,
+                    format!("unknown period {p:?} (hour, day, week, month or year)"),
+                ));
+            }
+        };
+        if out.insert(kind, grace).is_some() {
+            return Err(BoardError::invalid(
+                at,
+                format!("period {p:?} is listed twice"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
 /// The board's views: its periods (with retention) and windows, each
 /// named once.
-fn compile_views(number: usize, b: &BoardSpec) -> Result<Vec<ViewSpec>, BoardError> {
+fn compile_views(
+    number: usize,
+    b: &BoardSpec,
+    archived: &HashMap<PeriodKind, i64>,
+) -> Result<Vec<ViewSpec>, BoardError> {
     let at = |field: &str| location(number, &b.name, field);
     for key in b.retention.keys() {
         match PeriodKind::parse(key) {
@@ -328,7 +385,23 @@ fn compile_views(number: usize, b: &BoardSpec) -> Result<Vec<ViewSpec>, BoardErr
                 )
             })?)
         };
-        views.push(ViewSpec::Period { kind, retention });
+        let close_after = archived.get(&kind).copied();
+        if let (Some(grace), Some(r)) = (close_after, &retention)
+            && r.min_ms() < grace
+        {
+            return Err(BoardError::invalid(
+                format!("{}.{}", at("retention"), kind.name()),
+                format!(
+                    "is shorter than [archive] grace ({}): a period must not expire before it closes",
+                    Span::Fixed { ms: grace }
+                ),
+            ));
+        }
+        views.push(ViewSpec::Period {
+            kind,
+            retention,
+            close_after,
+        });
     }
     for (i, w) in b.windows.iter().enumerate() {
         let spec = WindowSpec::parse(w)
@@ -368,6 +441,7 @@ mod tests {
             timezone: Tz::UTC,
             key_prefix: "rankflow".into(),
             future_skew_ms: 300_000,
+            archive_grace_ms: Some(600_000),
         };
         BoardSet::compile(&file.board, &globals)
     }

@@ -100,7 +100,9 @@ impl Resolver {
 
 fn compute(spec: &ViewSpec, ts: i64, tz: chrono_tz::Tz) -> Cached {
     match spec {
-        ViewSpec::Period { kind, retention } => {
+        ViewSpec::Period {
+            kind, retention, ..
+        } => {
             let p = period_of(*kind, ts, tz);
             let expire_at = match (p.end_ms, retention) {
                 (Some(end), Some(r)) if *kind != PeriodKind::All => add_span(end, r, tz),

@@ -37,6 +37,10 @@ pub struct BoardSpec {
     /// key is kept.
     #[serde(default)]
     pub retention: BTreeMap<String, String>,
+    /// Which of `periods` are archived to PostgreSQL when they close
+    /// (SPEC §8.1): `["week", "month"]`.
+    #[serde(default)]
+    pub archive: Vec<String>,
 }
 
 /// The settings outside `[[board]]` that compiling boards needs, already
@@ -49,6 +53,9 @@ pub struct Globals {
     pub key_prefix: String,
     /// Events further ahead of the clock than this many ms are invalid.
     pub future_skew_ms: i64,
+    /// `[archive] grace` in ms when an archive is configured; `None` when
+    /// there is none (then no board may list `archive`).
+    pub archive_grace_ms: Option<i64>,
 }
 
 /// A board definition that cannot be compiled. Messages name the board (by

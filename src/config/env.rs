@@ -37,6 +37,12 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
     ("batch", "max_events", EnvKind::Int),
     ("batch", "max_delay_ms", EnvKind::Int),
     ("http", "listen", EnvKind::Str),
+    ("archive", "url", EnvKind::Str),
+    ("archive", "grace", EnvKind::Str),
+    ("archive", "closed_topic", EnvKind::Str),
+    ("archive", "closed_top", EnvKind::Int),
+    ("archive", "interval_ms", EnvKind::Int),
+    ("archive", "chunk", EnvKind::Int),
 ];
 
 /// Writes every `RANKFLOW_<SECTION>_<KEY>` variable into `table`; returns

@@ -85,6 +85,9 @@ pub struct Config {
     pub batch: BatchConfig,
     #[serde(default)]
     pub http: HttpConfig,
+    /// History in PostgreSQL (SPEC §8.1); off without `url`.
+    #[serde(default)]
+    pub archive: ArchiveConfig,
     /// The `[[board]]` array.
     #[serde(default, rename = "board")]
     pub boards: Vec<BoardSpec>,
@@ -235,6 +238,87 @@ impl Default for HttpConfig {
     }
 }
 
+/// `[archive]` (SPEC §8.1): where closed periods are kept and when a
+/// period closes.
+#[derive(Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveConfig {
+    /// `postgres://user:pass@host:port/db`; no archive without it.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// A period of an archived view closes this long after its end; events
+    /// for it are `late` from then on.
+    #[serde(default = "default_grace")]
+    pub grace: FixedSpan,
+    /// Kafka topic announcing each completed copy; none without it.
+    #[serde(default)]
+    pub closed_topic: Option<String>,
+    /// Entries in a period-closed message.
+    #[serde(default = "default_closed_top")]
+    pub closed_top: NonZeroUsize,
+    /// How often each instance looks for closed periods to archive.
+    #[serde(default = "default_archive_interval")]
+    pub interval_ms: Millis,
+    /// Members read from Redis and written per step of a copy: what bounds
+    /// the archiver's memory, whatever the board's size.
+    #[serde(default = "default_archive_chunk")]
+    pub chunk: NonZeroUsize,
+}
+
+impl Default for ArchiveConfig {
+    fn default() -> Self {
+        ArchiveConfig {
+            url: None,
+            grace: default_grace(),
+            closed_topic: None,
+            closed_top: default_closed_top(),
+            interval_ms: default_archive_interval(),
+            chunk: default_archive_chunk(),
+        }
+    }
+}
+
+impl ArchiveConfig {
+    /// Whether periods are archived at all.
+    pub fn enabled(&self) -> bool {
+        self.url.is_some()
+    }
+
+    /// The URL with its password masked, for printing.
+    pub fn url_redacted(&self) -> Option<String> {
+        self.url.as_deref().map(redact::url)
+    }
+}
+
+impl fmt::Debug for ArchiveConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ArchiveConfig")
+            .field("url", &self.url_redacted())
+            .field("grace", &self.grace)
+            .field("closed_topic", &self.closed_topic)
+            .field("closed_top", &self.closed_top)
+            .field("interval_ms", &self.interval_ms)
+            .field("chunk", &self.chunk)
+            .finish()
+    }
+}
+
+fn default_grace() -> FixedSpan {
+    FixedSpan {
+        text: "10m".into(),
+        ms: 10 * 60_000,
+    }
+}
+fn default_closed_top() -> NonZeroUsize {
+    NonZeroUsize::MIN.saturating_add(100 - 1)
+}
+fn default_archive_interval() -> Millis {
+    Millis::from_const(5_000)
+}
+fn default_archive_chunk() -> NonZeroUsize {
+    NonZeroUsize::MIN.saturating_add(10_000 - 1)
+}
+
 fn default_timezone() -> TimeZone {
     TimeZone(chrono_tz::Tz::UTC)
 }
@@ -311,6 +395,7 @@ impl Config {
             timezone: self.timezone.0,
             key_prefix: self.redis.key_prefix.clone(),
             future_skew_ms: self.max_future_skew.ms(),
+            archive_grace_ms: self.archive.enabled().then(|| self.archive.grace.ms()),
         }
     }
 
