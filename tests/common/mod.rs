@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod direct;
+pub mod history;
 pub mod offsets;
 pub mod postgres;
 pub mod reference;
