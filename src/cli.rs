@@ -156,38 +156,7 @@ fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
         keys::view_key(&boards.key_prefix, &tag, "<view>")
     );
     for v in &b.views {
-        match v {
-            ViewSpec::Period {
-                kind,
-                retention,
-                close_after,
-            } => {
-                let current = period_of(*kind, now, b.tz);
-                let keep = match (retention, close_after) {
-                    (Some(r), Some(grace)) => format!(
-                        "archived: closes {} after the period ends, kept in Redis until archived, then {r} after the end",
-                        Span::Fixed { ms: *grace }
-                    ),
-                    (Some(r), None) => format!("kept {r} after the period ends"),
-                    (None, _) => "kept forever".to_string(),
-                };
-                let key = keys::view_key(&boards.key_prefix, &tag, &current.view());
-                let _ = if *kind == PeriodKind::All {
-                    writeln!(out, "    {:<8} {key}  ({keep})", kind.name())
-                } else {
-                    writeln!(out, "    {:<8} {key}  (now; {keep})", kind.name())
-                };
-            }
-            ViewSpec::Window(w) => {
-                let key = keys::view_key(&boards.key_prefix, &tag, &w.view());
-                let _ = writeln!(
-                    out,
-                    "    {:<8} {key}  (window {}; helpers {key}:log, {key}:b:<bucket end>)",
-                    w.view(),
-                    w.text
-                );
-            }
-        }
+        describe_view(out, &boards.key_prefix, &tag, b, v, now);
     }
     for (field, program) in [
         ("filter", b.filter.as_ref()),
@@ -204,6 +173,42 @@ fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
                     b.event.name()
                 );
             }
+        }
+    }
+}
+
+/// One line per view: its current key and how long its keys are kept.
+fn describe_view(out: &mut String, prefix: &str, tag: &str, b: &Board, v: &ViewSpec, now: i64) {
+    match v {
+        ViewSpec::Period {
+            kind,
+            retention,
+            close_after,
+        } => {
+            let current = period_of(*kind, now, b.tz);
+            let keep = match (retention, close_after) {
+                (Some(r), Some(grace)) => format!(
+                    "archived: closes {} after the period ends, kept in Redis until archived, then {r} after the end",
+                    Span::Fixed { ms: *grace }
+                ),
+                (Some(r), None) => format!("kept {r} after the period ends"),
+                (None, _) => "kept forever".to_string(),
+            };
+            let key = keys::view_key(prefix, tag, &current.view());
+            let _ = if *kind == PeriodKind::All {
+                writeln!(out, "    {:<8} {key}  ({keep})", kind.name())
+            } else {
+                writeln!(out, "    {:<8} {key}  (now; {keep})", kind.name())
+            };
+        }
+        ViewSpec::Window(w) => {
+            let key = keys::view_key(prefix, tag, &w.view());
+            let _ = writeln!(
+                out,
+                "    {:<8} {key}  (window {}; helpers {key}:log, {key}:b:<bucket end>)",
+                w.view(),
+                w.text
+            );
         }
     }
 }

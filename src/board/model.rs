@@ -328,29 +328,16 @@ fn archived_periods(
     Ok(out)
 }
 
-/// The board's views: its periods (with retention) and windows, each
-/// named once.
-fn compile_views(
+/// The board's period views, with retention and, if archived, the grace
+/// after which their periods close; names go into `seen`.
+fn period_views(
     number: usize,
     b: &BoardSpec,
     archived: &HashMap<PeriodKind, i64>,
+    seen: &mut HashSet<String>,
 ) -> Result<Vec<ViewSpec>, BoardError> {
     let at = |field: &str| location(number, &b.name, field);
-    for key in b.retention.keys() {
-        match PeriodKind::parse(key) {
-            Some(PeriodKind::All) | None => {
-                return Err(BoardError::invalid(
-                    at("retention"),
-                    format!(
-                        "unknown key {key:?}: retention is set for hour, day, week, month or year"
-                    ),
-                ));
-            }
-            Some(_) => {}
-        }
-    }
     let mut views = Vec::new();
-    let mut seen = HashSet::new();
     for (i, p) in b.periods.iter().enumerate() {
         let kind = PeriodKind::parse(p).ok_or_else(|| {
             BoardError::invalid(
@@ -403,6 +390,32 @@ fn compile_views(
             close_after,
         });
     }
+    Ok(views)
+}
+
+/// The board's views: its periods (with retention) and windows, each
+/// named once.
+fn compile_views(
+    number: usize,
+    b: &BoardSpec,
+    archived: &HashMap<PeriodKind, i64>,
+) -> Result<Vec<ViewSpec>, BoardError> {
+    let at = |field: &str| location(number, &b.name, field);
+    for key in b.retention.keys() {
+        match PeriodKind::parse(key) {
+            Some(PeriodKind::All) | None => {
+                return Err(BoardError::invalid(
+                    at("retention"),
+                    format!(
+                        "unknown key {key:?}: retention is set for hour, day, week, month or year"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut views = period_views(number, b, archived, &mut seen)?;
     for (i, w) in b.windows.iter().enumerate() {
         let spec = WindowSpec::parse(w)
             .map_err(|e| BoardError::invalid(format!("{}[{i}]", at("windows")), e.to_string()))?;
