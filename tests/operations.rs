@@ -1,6 +1,7 @@
 //! Operating rankflow: a fleet of consumer processes sharing a group (each
 //! reporting its own partitions' lag), the Prometheus series the shipped
-//! dashboard and alert rules query, start-up while Kafka and Redis are
+//! dashboard and alert rules query (the archive's too, produced by a real
+//! archive across a PostgreSQL outage), start-up while Kafka and Redis are
 //! unreachable, and the docker-compose stack and Dockerfile checked against
 //! the code (they cannot run here: `docker-compose config` validates them).
 
@@ -211,6 +212,12 @@ async fn every_series_the_dashboard_and_alerts_query_is_served() {
         "rankflow_dlq_total",
         "rankflow_rebalances_total",
         "rankflow_window_evictions_total",
+        "rankflow_archive_periods_total",
+        "rankflow_archive_rows_total",
+        "rankflow_archive_pending",
+        "rankflow_archive_oldest_pending_seconds",
+        "rankflow_archive_errors_total",
+        "rankflow_archive_copy_seconds_bucket",
     ] {
         assert!(
             metric_names(&all).contains(needed),
@@ -219,7 +226,24 @@ async fn every_series_the_dashboard_and_alerts_query_is_served() {
     }
     for q in ["histogram_quantile(0.5", "histogram_quantile(0.99"] {
         assert!(all.contains(q), "the dashboard has no {q}, …) panel");
+        assert!(
+            exprs.iter().any(|e| e.starts_with(q)
+                && metric_names(e).contains("rankflow_archive_copy_seconds_bucket")),
+            "the dashboard has no {q}, …) of the archive copy duration"
+        );
     }
+    let backlog = alert_rule(&alerts, "RankflowArchiveBacklog");
+    assert_eq!(
+        backlog["expr"].as_str().map(str::trim),
+        Some("max(rankflow_archive_oldest_pending_seconds) > 1800")
+    );
+    assert_eq!(backlog["for"], "5m");
+    let errors = alert_rule(&alerts, "RankflowArchiveErrors");
+    assert!(
+        metric_names(errors["expr"].as_str().unwrap_or(""))
+            .contains("rankflow_archive_errors_total"),
+        "{errors}"
+    );
     let uids: BTreeSet<&str> = all_datasource_uids(&dashboard);
     assert_eq!(
         uids,
@@ -232,10 +256,17 @@ async fn every_series_the_dashboard_and_alerts_query_is_served() {
     // evicted window buckets serves every one of those series.
     let broker = Broker::start();
     let redis = Redis::start();
+    let mut pg = postgres::Postgres::start();
     let boards = format!(
-        "{MIXED_BOARDS}\n[[board]]\nname = \"recent\"\nevent = \"gift\"\nmember = \"sender_id\"\nscore = \"count\"\nwindows = [\"1m/10s\"]\n"
+        "{MIXED_BOARDS}\n[[board]]\nname = \"recent\"\nevent = \"gift\"\nmember = \"sender_id\"\nscore = \"count\"\nwindows = [\"1m/10s\"]\n{HOURLY_ARCHIVED}"
     );
     let mut setup = Setup::new(&broker, &redis, &boards);
+    // A grace longer than the events' 2-hour spread: every hour they touch
+    // is still open, so the sink registers it as due.
+    setup.extra = format!(
+        "[archive]\nurl = \"{}\"\ngrace = \"3h\"\ninterval_ms = 200\n",
+        pg.url()
+    );
     setup.dlq = Some(unique("dlq"));
     broker.create_topic(&setup.topic, 2).await;
     broker
@@ -259,6 +290,7 @@ async fn every_series_the_dashboard_and_alerts_query_is_served() {
         },
     )
     .await;
+    let text = archive_one_period_across_an_outage(&app, &redis, &setup, &mut pg, text).await;
     let mut checked = 0;
     for expr in &exprs {
         let names = metric_names(expr);
@@ -281,6 +313,97 @@ async fn every_series_the_dashboard_and_alerts_query_is_served() {
     println!(
         "verified: {dashboard_queries} dashboard and {alert_queries} alert queries ({checked} metric references) are served with their labels"
     );
+}
+
+/// An hourly board archived to PostgreSQL (the series of the History row).
+const HOURLY_ARCHIVED: &str = r#"
+[[board]]
+name = "hist"
+event = "gift"
+member = "receiver_id"
+score = "count"
+periods = ["hour"]
+archive = ["hour"]
+"#;
+
+fn alert_rule<'a>(alerts: &'a Value, name: &str) -> &'a Value {
+    alerts["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g["rules"].as_array())
+        .flatten()
+        .find(|r| r["alert"] == name)
+        .unwrap_or_else(|| panic!("alerts.yml has no rule {name}"))
+}
+
+/// Makes one registered hour of the `hist` board due now while PostgreSQL
+/// is stopped (so the archiver fails and counts an error, and the period
+/// shows as pending), then starts PostgreSQL again and waits for the copy:
+/// afterwards every archive series carries a sample. Returns the metrics
+/// page seen last.
+async fn archive_one_period_across_an_outage(
+    app: &Process,
+    redis: &Redis,
+    setup: &Setup,
+    pg: &mut postgres::Postgres,
+    text: String,
+) -> String {
+    let due = format!("{}:archive:due", setup.prefix);
+    let member = wait_for(
+        Duration::from_secs(30),
+        "an hour of board hist registered as due",
+        || async {
+            redis
+                .cli(&["ZRANGE", &due, "0", "-1"])
+                .lines()
+                .find(|m| m.starts_with("{hist}:hour:"))
+                .map(str::to_string)
+        },
+    )
+    .await;
+    assert_eq!(
+        metric_sum(&text, "rankflow_archive_periods_total", &[]),
+        0.0,
+        "nothing is archived before a period closes"
+    );
+    pg.stop();
+    let now = now_ms() - 1_000;
+    redis.cli(&["ZADD", &due, "XX", &now.to_string(), &member]);
+    println!("injected: PostgreSQL stopped; {member} made due now");
+    wait_for(
+        Duration::from_secs(30),
+        "an archive error counted and the period pending",
+        || async {
+            let text = get_text(&app.url("/metrics")).await?;
+            (metric_sum(&text, "rankflow_archive_errors_total", &[]) >= 1.0
+                && metric_sum(&text, "rankflow_archive_pending", &[]) >= 1.0
+                && metric_sum(&text, "rankflow_archive_oldest_pending_seconds", &[]) > 0.0)
+                .then_some(())
+        },
+    )
+    .await;
+    pg.start_server();
+    let text = wait_for(
+        Duration::from_secs(60),
+        "the period archived once PostgreSQL is back",
+        || async {
+            let text = get_text(&app.url("/metrics")).await?;
+            let board = [("board", "hist")];
+            (metric_sum(&text, "rankflow_archive_periods_total", &board) == 1.0
+                && metric_sum(&text, "rankflow_archive_rows_total", &board) >= 1.0
+                && metric_sum(&text, "rankflow_archive_copy_seconds_count", &[]) >= 1.0
+                && metric_sum(&text, "rankflow_archive_pending", &[]) == 0.0)
+                .then_some(text)
+        },
+    )
+    .await;
+    println!(
+        "verified: PostgreSQL down → {} archive errors and the period pending; back up → {member} archived ({} rows)",
+        metric_sum(&text, "rankflow_archive_errors_total", &[]),
+        metric_sum(&text, "rankflow_archive_rows_total", &[("board", "hist")])
+    );
+    text
 }
 
 fn all_datasource_uids(v: &Value) -> BTreeSet<&str> {
@@ -541,9 +664,29 @@ fn compose_stack_and_dockerfile_agree_with_the_code() {
         "producer",
         "prometheus",
         "grafana",
+        "postgres",
     ] {
         assert!(names.contains(s), "service {s} missing: {names:?}");
     }
+
+    // PostgreSQL for the archive: the official image, its data on a named
+    // volume, health-checked (the consumers wait for it).
+    let pg = &services["postgres"];
+    assert!(
+        pg["image"].as_str().unwrap_or("").starts_with("postgres:"),
+        "{pg}"
+    );
+    let pg_env = env_of(pg);
+    let pg_health = pg["healthcheck"]["test"].to_string();
+    assert!(pg_health.contains("pg_isready"), "{pg_health}");
+    let pg_volume = pg["volumes"][0].to_string();
+    assert!(
+        pg_volume.contains("/var/lib/postgresql/data")
+            && compose["volumes"]
+                .as_object()
+                .is_some_and(|v| v.keys().any(|k| pg_volume.contains(k.as_str()))),
+        "PostgreSQL keeps its data on a named volume: {pg_volume}"
+    );
 
     // Kafka: the official image in KRaft mode (no ZooKeeper).
     let kafka = &services["kafka"];
@@ -626,6 +769,11 @@ fn compose_stack_and_dockerfile_agree_with_the_code() {
             init.contains(&format!("--topic {dlq} ")),
             "kafka-init does not create {dlq}"
         );
+        let closed = &env["RANKFLOW_ARCHIVE_CLOSED_TOPIC"];
+        assert!(
+            init.contains(&format!("--topic {closed} ")),
+            "kafka-init does not create {closed}"
+        );
         let listen = &env["RANKFLOW_HTTP_LISTEN"];
         let port = listen.rsplit(':').next().expect("port");
         let published = service["ports"][0]["target"].to_string();
@@ -636,7 +784,17 @@ fn compose_stack_and_dockerfile_agree_with_the_code() {
         );
         let health = service["healthcheck"]["test"].to_string();
         assert!(health.contains(&format!("127.0.0.1/{port}")) && health.contains("/healthz"));
-        for dep in ["kafka-init", "redis"] {
+        // The archive URL names the compose PostgreSQL with its user,
+        // password and database.
+        let archive_url = &env["RANKFLOW_ARCHIVE_URL"];
+        let expected_url = format!(
+            "postgres://{user}:{password}@postgres:5432/{db}",
+            user = pg_env["POSTGRES_USER"],
+            password = pg_env["POSTGRES_PASSWORD"],
+            db = pg_env["POSTGRES_DB"]
+        );
+        assert_eq!(archive_url, &expected_url, "{name}'s archive URL");
+        for dep in ["kafka-init", "redis", "postgres"] {
             let cond = service["depends_on"][dep]["condition"]
                 .as_str()
                 .unwrap_or("");
@@ -730,7 +888,7 @@ fn compose_stack_and_dockerfile_agree_with_the_code() {
     assert!(uid != "0" && uid != "root", "runs as non-root, not {user}");
     assert!(runtime.contains("EXPOSE 9898"));
     println!(
-        "verified: docker-compose config valid, {} services; env of 3 rankflow services accepted by `rankflow check`; scrape targets {targets:?}; Dockerfile {} stages, USER {user}",
+        "verified: docker-compose config valid, {} services; env of 3 rankflow services accepted by `rankflow check`, both consumers archive to the postgres service; scrape targets {targets:?}; Dockerfile {} stages, USER {user}",
         names.len(),
         stages.len()
     );
