@@ -16,9 +16,23 @@ need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
-# PostgreSQL for the archive (tests start private clusters; nothing is
-# started system-wide).
-ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need_apt+=(postgresql)
+# PostgreSQL for the archive: the tests and the demo initdb private clusters
+# with the server's own tools (initdb, postgres, pg_ctl, pg_isready, psql from
+# one version's bin directory) and run them as the `postgres` user when
+# root; both come with Debian's `postgresql` (server and client packages).
+# A system cluster the package may start is not used.
+pg_tools_ok() {
+  local d
+  for d in /usr/lib/postgresql/*/bin; do
+    local ok=true t
+    for t in postgres initdb pg_ctl pg_isready psql; do
+      [ -x "$d/$t" ] || ok=false
+    done
+    $ok && return 0
+  done
+  return 1
+}
+{ pg_tools_ok && id -u postgres >/dev/null 2>&1; } || need_apt+=(postgresql)
 # rdkafka's `ssl` feature builds librdkafka against the system OpenSSL (Kafka
 # TLS, SASL_SSL, SCRAM); the security tests make certificates with openssl.
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
