@@ -7,6 +7,7 @@
 
 pub mod copy;
 pub mod numeric;
+pub mod read;
 pub mod schema;
 
 /// A failure of the archive.
