@@ -2,11 +2,17 @@
 //! `/metrics`, all on one port. Handlers translate; the reading itself is in
 //! [`crate::reader`], the query parameters are checked in [`params`].
 //!
+//! Reads of a past period come from Redis or, once its keys are gone, from
+//! the archive (SPEC §8.1); every list and member answer says which in
+//! `"source"`, and `/v1/boards/{board}/{view}/periods` lists a view's
+//! periods from both.
+//!
 //! Every error is JSON, `{"error": "..."}` (plus `"parameter"` when one query
 //! parameter is at fault), with a status a client can act on (SPEC §8.6):
-//! 400 for a bad parameter, 404 for an unknown route, board, view or member,
-//! 405 for a method a route does not take, 503 (with `Retry-After`) while
-//! Redis is not reachable. axum's own extractor rejections are plain text,
+//! 400 for a bad parameter, 404 for an unknown route, board, view or member
+//! and for a past period that never had events, 405 for a method a route
+//! does not take, 503 (with `Retry-After`) while Redis or the archive is not
+//! reachable, 500 when the archive refuses a read (an operator must look). axum's own extractor rejections are plain text,
 //! so the query string and path go through [`QueryPairs`] and [`Segments`].
 
 mod params;
@@ -51,6 +57,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/boards/{board}/{view}/top", get(top))
         .route("/v1/boards/{board}/{view}/members/{member}", get(member))
         .route("/v1/boards/{board}/{view}/around/{member}", get(around))
+        .route("/v1/boards/{board}/{view}/periods", get(periods))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
@@ -215,11 +222,20 @@ impl From<ReadError> for ApiError {
             ReadError::BadRequest(bad) => return bad.into(),
             ReadError::UnknownBoard(_)
             | ReadError::UnknownView { .. }
-            | ReadError::MemberNotFound { .. } => StatusCode::NOT_FOUND,
+            | ReadError::MemberNotFound { .. }
+            | ReadError::NoEvents { .. } => StatusCode::NOT_FOUND,
             ReadError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
             ReadError::Store(ref store) => {
                 tracing::warn!(error = %store, "A board read failed in Redis; answering 503.");
                 StatusCode::SERVICE_UNAVAILABLE
+            }
+            ReadError::Archive(ref archive) if archive.is_retriable() => {
+                tracing::warn!(error = %archive, "A read of an archived period failed; answering 503.");
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ReadError::Archive(ref archive) => {
+                tracing::error!(error = %archive, "The archive refused a read; answering 500.");
+                StatusCode::INTERNAL_SERVER_ERROR
             }
         };
         ApiError::new(status, e.to_string())
@@ -229,7 +245,8 @@ impl From<ReadError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body)).into_response();
-        // A 503 here is temporary (Redis not reached yet, or an outage):
+        // A 503 here is temporary (Redis not reached yet, or an outage of
+        // Redis or the archive):
         // tell well-behaved clients when to come back rather than hammer.
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             response
@@ -286,7 +303,7 @@ async fn no_route(method: Method, uri: Uri) -> ApiError {
         format!(
             "no route for {method} {}; the routes are /v1/boards, \
              /v1/boards/{{board}}/{{view}}/top, .../members/{{member}}, \
-             .../around/{{member}}, /healthz and /metrics",
+             .../around/{{member}}, .../periods, /healthz and /metrics",
             uri.path()
         ),
     )
@@ -327,7 +344,7 @@ async fn member(
     State(s): State<ApiState>,
     Segments((board, view, member)): Segments<(String, String, String)>,
     QueryPairs(pairs): QueryPairs,
-) -> Result<Json<reader::Entry>, ApiError> {
+) -> Result<Json<reader::MemberEntry>, ApiError> {
     let q = query(board, view, Params::parse(&pairs, Route::Member)?);
     Ok(Json(reader_for(&s, &q)?.member(&q, &member).await?))
 }
@@ -341,4 +358,16 @@ async fn around(
     let radius = p.radius.take().unwrap_or(5);
     let q = query(board, view, p);
     Ok(Json(reader_for(&s, &q)?.around(&q, &member, radius).await?))
+}
+
+async fn periods(
+    State(s): State<ApiState>,
+    Segments((board, view)): Segments<(String, String)>,
+    QueryPairs(pairs): QueryPairs,
+) -> Result<Json<reader::PeriodList>, ApiError> {
+    let mut p = Params::parse(&pairs, Route::Periods)?;
+    let (offset, limit) = (p.offset.take().unwrap_or(0), p.limit.take().unwrap_or(100));
+    let q = query(board, view, p);
+    reader::periodic_view(&s.boards, &q)?;
+    Ok(Json(reader_for(&s, &q)?.periods(&q, offset, limit).await?))
 }

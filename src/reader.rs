@@ -5,18 +5,32 @@
 //! (SPEC §8.6: [`MAX_LIMIT`], [`MAX_OFFSET`], [`MAX_RADIUS`]) and the errors
 //! that name a bad parameter ([`BadParam`]) live here, and are enforced here,
 //! whatever the caller checked before.
+//!
+//! A past period is read from Redis while its key exists and from the
+//! archive (SPEC §8.1) once it is gone, with the same JSON but for
+//! `"source"`; a past period found in neither never had events (404).
+//! Both sources produce ordinal ranks through [`Entry`], the one place a
+//! rank style (SPEC §8.4) will be applied. The list of a view's periods is
+//! in [`periods`].
+
+mod periods;
 
 use std::sync::Arc;
 
+use redis::Value;
 use serde::Serialize;
 
+use crate::archive::copy::PeriodKey;
+use crate::archive::read::{ArchiveReadError, ArchiveReader, ArchivedRow, ArchivedRows};
 use crate::board::BoardSet;
 use crate::board::Order;
 use crate::board::keys;
 use crate::board::model::{Board, ViewSpec};
 use crate::board::period::{PeriodKind, parse_period_id, period_of};
 use crate::clock::SharedClock;
-use crate::sink::store::{Store, StoreError};
+use crate::sink::store::{Store, StoreError, server_error};
+
+pub use periods::{PeriodInfo, PeriodList, periodic_view};
 
 /// Largest page a read may ask for (`limit`).
 pub const MAX_LIMIT: usize = 1000;
@@ -39,6 +53,33 @@ pub struct Entry {
     pub score: f64,
 }
 
+impl From<ArchivedRow> for Entry {
+    fn from(r: ArchivedRow) -> Entry {
+        Entry {
+            rank: r.rank,
+            member: r.member,
+            score: r.score,
+        }
+    }
+}
+
+/// Where an answer comes from: Redis, or the archive of closed periods.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Live,
+    Archive,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Live => "live",
+            Source::Archive => "archive",
+        }
+    }
+}
+
 /// A page of a board.
 #[derive(Debug, Clone, Serialize)]
 pub struct List {
@@ -48,6 +89,28 @@ pub struct List {
     pub scope: Option<String>,
     pub total: u64,
     pub entries: Vec<Entry>,
+    pub source: Source,
+}
+
+/// One member's entry, and where it was read.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MemberEntry {
+    pub rank: u64,
+    pub member: String,
+    #[serde(serialize_with = "score_json")]
+    pub score: f64,
+    pub source: Source,
+}
+
+impl MemberEntry {
+    fn new(e: Entry, source: Source) -> MemberEntry {
+        MemberEntry {
+            rank: e.rank,
+            member: e.member,
+            score: e.score,
+            source,
+        }
+    }
 }
 
 /// Integral values are written as JSON integers (`42`, not `42.0`), so that
@@ -103,12 +166,23 @@ pub enum ReadError {
     BadRequest(BadParam),
     #[error("member {member:?} is not on this board")]
     MemberNotFound { member: String },
+    /// A period other than the current one with neither a key in Redis
+    /// nor a complete copy in the archive.
+    #[error("period {period} of board {board}{scope} had no events")]
+    NoEvents {
+        board: String,
+        period: String,
+        /// ` (scope "s")` for scoped boards, else empty.
+        scope: String,
+    },
     /// No reader yet: Redis has not been reached since start-up. Temporary,
     /// unlike a configuration fault.
     #[error("not connected to Redis yet; try again shortly")]
     NotReady,
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Archive(#[from] ArchiveReadError),
 }
 
 impl ReadError {
@@ -143,14 +217,19 @@ struct Located<'b> {
     key: String,
     period: Option<String>,
     window: bool,
+    /// The period asked for, when it is not the current one: then a key
+    /// that does not exist sends the read to the archive.
+    past: Option<PeriodKey>,
 }
 
-/// Reads boards from Redis.
+/// Reads boards from Redis, and closed periods from the archive.
 #[derive(Clone)]
 pub struct Reader {
     pub boards: Arc<BoardSet>,
     pub store: Store,
     pub clock: SharedClock,
+    /// The archive (`[archive] url`), for periods no longer in Redis.
+    pub archive: Option<ArchiveReader>,
 }
 
 /// Checks that `q` names a board and view and that its scope and period fit
@@ -195,6 +274,19 @@ fn locate<'b>(boards: &'b BoardSet, now_ms: i64, q: &Query) -> Result<Located<'b
     }
     let tag = keys::instance_tag(&board.name, q.scope.as_deref());
     let (view_id, period, window) = view_of(spec, board, q.period.as_deref(), now_ms)?;
+    let past = match (spec, &period) {
+        (ViewSpec::Period { kind, .. }, Some(id))
+            if q.period.is_some() && *id != period_of(*kind, now_ms, board.tz).id =>
+        {
+            Some(PeriodKey {
+                board: board.name.clone(),
+                scope: q.scope.clone().unwrap_or_default(),
+                view: kind.name().to_string(),
+                period: id.clone(),
+            })
+        }
+        _ => None,
+    };
     Ok(Located {
         board,
         board_index,
@@ -202,6 +294,7 @@ fn locate<'b>(boards: &'b BoardSet, now_ms: i64, q: &Query) -> Result<Located<'b
         tag,
         period,
         window,
+        past,
     })
 }
 
@@ -270,7 +363,14 @@ impl Reader {
         Ok(())
     }
 
-    fn list(&self, q: &Query, at: &Located<'_>, total: u64, entries: Vec<Entry>) -> List {
+    fn list(
+        &self,
+        q: &Query,
+        at: &Located<'_>,
+        total: u64,
+        entries: Vec<Entry>,
+        source: Source,
+    ) -> List {
         List {
             board: at.board.name.clone(),
             view: q.view.clone(),
@@ -278,6 +378,7 @@ impl Reader {
             scope: q.scope.clone(),
             total,
             entries,
+            source,
         }
     }
 
@@ -290,33 +391,63 @@ impl Reader {
         check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
         let at = self.locate(q)?;
         self.prepare(&at).await?;
-        let total: u64 = self.store.query(redis::cmd("ZCARD").arg(&at.key)).await?;
         // Widened before adding: the bounds above keep the sum far below
         // i64::MAX, the largest index ZRANGE takes, on any platform.
         let (start, count) = (offset as u64, limit as u64);
+        let mut cmds = vec![redis::cmd("ZCARD").arg(&at.key).clone()];
+        if count > 0 {
+            cmds.push(self.range_cmd(&at, start, start + count - 1));
+        }
+        // One round trip, so the count and the page come from one look.
+        let replies = self.store.pipeline(&cmds, self.store.epoch()).await?;
+        let total: u64 = reply(&replies, 0)?;
+        if total == 0
+            && let Some(key) = &at.past
+        {
+            let rows = match &self.archive {
+                Some(a) => a.page(key, start + 1, start + count).await?,
+                None => None,
+            };
+            let rows = self.found(&at, rows)?;
+            let entries = rows.rows.into_iter().map(Entry::from).collect();
+            return Ok(self.list(q, &at, rows.period.members, entries, Source::Archive));
+        }
         let entries = if count == 0 {
             Vec::new()
         } else {
-            self.range(&at, start, start + count - 1).await?
+            self.entries(&at, start, reply(&replies, 1)?)
         };
-        Ok(self.list(q, &at, total, entries))
+        Ok(self.list(q, &at, total, entries, Source::Live))
     }
 
     /// One member's rank and score.
-    pub async fn member(&self, q: &Query, member: &str) -> Result<Entry, ReadError> {
+    pub async fn member(&self, q: &Query, member: &str) -> Result<MemberEntry, ReadError> {
         let at = self.locate(q)?;
         self.prepare(&at).await?;
-        let (rank, score) =
-            self.rank_of(&at, member)
-                .await?
-                .ok_or_else(|| ReadError::MemberNotFound {
-                    member: member.to_string(),
-                })?;
-        Ok(Entry {
+        let not_found = || ReadError::MemberNotFound {
+            member: member.to_string(),
+        };
+        let live = self.rank_of(&at, member).await?;
+        if !live.exists
+            && let Some(key) = &at.past
+        {
+            let rows = match &self.archive {
+                Some(a) => a.member(key, member).await?,
+                None => None,
+            };
+            let rows = self.found(&at, rows)?;
+            let row = rows.rows.into_iter().next().filter(|_| rows.found);
+            return row
+                .map(|r| MemberEntry::new(r.into(), Source::Archive))
+                .ok_or_else(not_found);
+        }
+        let (rank, score) = live.hit.ok_or_else(not_found)?;
+        let entry = Entry {
             rank: rank + 1,
             member: member.to_string(),
             score,
-        })
+        };
+        Ok(MemberEntry::new(entry, Source::Live))
     }
 
     /// The member and up to `radius` neighbours on each side.
@@ -326,41 +457,72 @@ impl Reader {
         let radius = radius as u64;
         let at = self.locate(q)?;
         self.prepare(&at).await?;
-        let (rank, _) =
-            self.rank_of(&at, member)
-                .await?
-                .ok_or_else(|| ReadError::MemberNotFound {
-                    member: member.to_string(),
-                })?;
+        let not_found = || ReadError::MemberNotFound {
+            member: member.to_string(),
+        };
+        let live = self.rank_of(&at, member).await?;
+        if !live.exists
+            && let Some(key) = &at.past
+        {
+            let rows = match &self.archive {
+                Some(a) => a.around(key, member, radius).await?,
+                None => None,
+            };
+            let rows = self.found(&at, rows)?;
+            if !rows.found {
+                return Err(not_found());
+            }
+            let entries = rows.rows.into_iter().map(Entry::from).collect();
+            return Ok(self.list(q, &at, rows.period.members, entries, Source::Archive));
+        }
+        let (rank, _) = live.hit.ok_or_else(not_found)?;
         let start = rank.saturating_sub(radius);
-        let entries = self.range(&at, start, rank + radius).await?;
-        let total: u64 = self.store.query(redis::cmd("ZCARD").arg(&at.key)).await?;
-        Ok(self.list(q, &at, total, entries))
+        let cmds = [
+            self.range_cmd(&at, start, rank + radius),
+            redis::cmd("ZCARD").arg(&at.key).clone(),
+        ];
+        let replies = self.store.pipeline(&cmds, self.store.epoch()).await?;
+        let entries = self.entries(&at, start, reply(&replies, 0)?);
+        Ok(self.list(q, &at, reply(&replies, 1)?, entries, Source::Live))
     }
 
-    /// Entries by 0-based rank range (inclusive).
-    async fn range(
+    /// The rows of a complete copy (read from the archive, if there is
+    /// one), or the 404 of a period that never had events.
+    fn found(
         &self,
         at: &Located<'_>,
-        start: u64,
-        stop: u64,
-    ) -> Result<Vec<Entry>, ReadError> {
+        rows: Option<ArchivedRows>,
+    ) -> Result<ArchivedRows, ReadError> {
+        rows.ok_or_else(|| ReadError::NoEvents {
+            board: at.board.name.clone(),
+            period: at.period.clone().unwrap_or_default(),
+            scope: at
+                .past
+                .as_ref()
+                .filter(|k| at.board.scope.is_some() && !k.scope.is_empty())
+                .map(|k| format!(" (scope {:?})", k.scope))
+                .unwrap_or_default(),
+        })
+    }
+
+    /// `ZREVRANGE` / `ZRANGE` of 0-based ranks `start ..= stop`.
+    fn range_cmd(&self, at: &Located<'_>, start: u64, stop: u64) -> redis::Cmd {
         let command = match at.board.order {
             Order::Desc => "ZREVRANGE",
             Order::Asc => "ZRANGE",
         };
-        let raw: Vec<(Vec<u8>, f64)> = self
-            .store
-            .query(
-                redis::cmd(command)
-                    .arg(&at.key)
-                    .arg(start)
-                    .arg(stop)
-                    .arg("WITHSCORES"),
-            )
-            .await?;
-        Ok(raw
-            .into_iter()
+        redis::cmd(command)
+            .arg(&at.key)
+            .arg(start)
+            .arg(stop)
+            .arg("WITHSCORES")
+            .clone()
+    }
+
+    /// Entries from a [`Self::range_cmd`] reply starting at 0-based `start`,
+    /// members decoded from their tie-break form.
+    fn entries(&self, at: &Located<'_>, start: u64, raw: Vec<(Vec<u8>, f64)>) -> Vec<Entry> {
+        raw.into_iter()
             .enumerate()
             .map(|(i, (stored, score))| {
                 let stored = String::from_utf8_lossy(&stored);
@@ -375,48 +537,66 @@ impl Reader {
                     score,
                 }
             })
-            .collect())
+            .collect()
     }
 
-    /// 0-based rank and score of a member, if present.
-    async fn rank_of(
-        &self,
-        at: &Located<'_>,
-        member: &str,
-    ) -> Result<Option<(u64, f64)>, ReadError> {
+    /// Whether the view's key exists, and the member's 0-based rank and
+    /// score in it.
+    async fn rank_of(&self, at: &Located<'_>, member: &str) -> Result<Lookup, ReadError> {
+        let exists = redis::cmd("EXISTS").arg(&at.key).clone();
         let stored = if at.board.tie_key.code() == "n" {
             member.to_string()
         } else {
-            let ts: Option<i64> = self
+            let time = redis::cmd("HGET")
+                .arg(keys::helper(&at.key, "t"))
+                .arg(member)
+                .clone();
+            let replies = self
                 .store
-                .query(
-                    redis::cmd("HGET")
-                        .arg(keys::helper(&at.key, "t"))
-                        .arg(member),
-                )
+                .pipeline(&[exists, time], self.store.epoch())
                 .await?;
-            match ts {
+            match reply::<Option<i64>>(&replies, 1)? {
                 Some(ts) => at.board.tie_key.encode(member, ts),
-                None => return Ok(None),
+                None => {
+                    let exists = reply::<u64>(&replies, 0)? > 0;
+                    return Ok(Lookup { exists, hit: None });
+                }
             }
         };
         let rank_cmd = match at.board.order {
             Order::Desc => "ZREVRANK",
             Order::Asc => "ZRANK",
         };
-        let mut pipe = redis::pipe();
-        pipe.cmd(rank_cmd).arg(&at.key).arg(&stored);
-        pipe.cmd("ZSCORE").arg(&at.key).arg(&stored);
-        let cmds: Vec<redis::Cmd> = pipe.cmd_iter().cloned().collect();
+        let cmds = [
+            redis::cmd("EXISTS").arg(&at.key).clone(),
+            redis::cmd(rank_cmd).arg(&at.key).arg(&stored).clone(),
+            redis::cmd("ZSCORE").arg(&at.key).arg(&stored).clone(),
+        ];
         let replies = self.store.pipeline(&cmds, self.store.epoch()).await?;
-        let rank: Option<u64> = replies
-            .first()
-            .and_then(|v| redis::from_redis_value(v.clone()).ok());
-        let score: Option<f64> = replies
-            .get(1)
-            .and_then(|v| redis::from_redis_value(v.clone()).ok());
-        Ok(rank.zip(score))
+        let rank: Option<u64> = reply(&replies, 1)?;
+        let score: Option<f64> = reply(&replies, 2)?;
+        Ok(Lookup {
+            exists: reply::<u64>(&replies, 0)? > 0,
+            hit: rank.zip(score),
+        })
     }
+}
+
+/// What Redis has of a member in a view.
+struct Lookup {
+    /// Whether the view's key exists at all.
+    exists: bool,
+    /// 0-based rank and score, if the member is in it.
+    hit: Option<(u64, f64)>,
+}
+
+/// Reply `i` of a pipeline, converted; an error reply is an error.
+fn reply<T: redis::FromRedisValue>(replies: &[Value], i: usize) -> Result<T, StoreError> {
+    let value = replies.get(i).cloned().unwrap_or(Value::Nil);
+    if let Some(e) = server_error(&value) {
+        return Err(e);
+    }
+    redis::from_redis_value(value).map_err(|e| StoreError::Protocol(e.to_string()))
 }
 
 #[cfg(test)]
@@ -499,6 +679,51 @@ windows = ["1h/1m"]
         assert_eq!(
             refused(&q("total", "week", None, None)),
             "other: board \"total\" has no view \"week\" (it has: all, day)"
+        );
+    }
+
+    #[test]
+    fn only_a_period_other_than_the_current_one_may_come_from_the_archive() {
+        let past = |query: &Query| {
+            locate(&boards(), NOW, query)
+                .ok()
+                .and_then(|l| l.past)
+                .map(|k| k.path())
+        };
+        assert_eq!(
+            past(&q("total", "day", None, Some("2026-11-20"))).as_deref(),
+            Some("total//day/2026-11-20")
+        );
+        // The current period, named or not, the all-time view and windows
+        // are always live.
+        assert_eq!(past(&q("total", "day", None, Some("2026-11-21"))), None);
+        assert_eq!(past(&q("total", "day", None, None)), None);
+        assert_eq!(past(&q("total", "all", None, Some("all"))), None);
+        assert_eq!(past(&q("fans", "win:1h", Some("s1"), None)), None);
+    }
+
+    #[test]
+    fn answers_say_where_they_come_from() {
+        let entry = MemberEntry::new(
+            Entry {
+                rank: 2,
+                member: "u1".into(),
+                score: 0.5,
+            },
+            Source::Archive,
+        );
+        assert_eq!(
+            serde_json::to_string(&entry).ok().as_deref(),
+            Some(r#"{"rank":2,"member":"u1","score":0.5,"source":"archive"}"#)
+        );
+        let e = ReadError::NoEvents {
+            board: "total".into(),
+            period: "2026-11-20".into(),
+            scope: String::new(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "period 2026-11-20 of board total had no events"
         );
     }
 

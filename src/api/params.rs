@@ -25,6 +25,7 @@ pub(crate) enum Route {
     Top,
     Member,
     Around,
+    Periods,
 }
 
 impl Route {
@@ -33,6 +34,7 @@ impl Route {
             Route::Top => "top",
             Route::Member => "members",
             Route::Around => "around",
+            Route::Periods => "periods",
         }
     }
 
@@ -41,6 +43,7 @@ impl Route {
             Route::Top => &["scope", "period", "limit", "offset"],
             Route::Member => &["scope", "period"],
             Route::Around => &["scope", "period", "radius"],
+            Route::Periods => &["scope", "limit", "offset"],
         }
     }
 }
