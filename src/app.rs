@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 use crate::api::{self, ApiState};
+use crate::archive::read::ArchiveReader;
 use crate::board::BoardSet;
 use crate::clock::SharedClock;
 use crate::config::{Config, ConfigError, KafkaConfig};
@@ -106,6 +107,11 @@ pub async fn run(
     let metrics = telemetry::install().map_err(AppError::Metrics)?;
     // Fail on anything permanent before waiting for any server.
     let boards = Arc::new(preflight(&config)?);
+    // Reads of archived periods; an unusable URL ends the start-up (exit 2).
+    let archive = (config.archive.url.as_deref())
+        .map(ArchiveReader::new)
+        .transpose()
+        .map_err(|e| ConfigError::invalid("[archive]", e.to_string()))?;
     let parts = Parts {
         dead_letters: DeadLetters::new(&config.kafka)?,
         decoder: Arc::new(Decoder::new(config.kafka.max_event_bytes.get())?),
@@ -146,6 +152,7 @@ pub async fn run(
             boards,
             store: store.clone(),
             clock,
+            archive,
         });
         consume(&config, parts, store, shutdown).await?;
     }

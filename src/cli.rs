@@ -226,7 +226,7 @@ pub fn render(list: &List) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} {}{}{}  ({} members)",
+        "{} {}{}{}  ({} members, {})",
         list.board,
         list.view,
         list.period
@@ -237,7 +237,8 @@ pub fn render(list: &List) -> String {
             .as_deref()
             .map(|s| format!(" scope={s}"))
             .unwrap_or_default(),
-        list.total
+        list.total,
+        list.source.name()
     );
     let _ = writeln!(out, "{:>5}  {:<32} {:>20}", "rank", "member", "score");
     for e in &list.entries {

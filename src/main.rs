@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
 use clap::Parser;
+use rankflow::archive::read::ArchiveReader;
 use rankflow::cli::{self, Cli, Command, ProduceArgs, TopArgs};
 use rankflow::clock::{SharedClock, SystemClock};
 use rankflow::config::Config;
@@ -174,10 +175,15 @@ async fn top(args: TopArgs, clock: SharedClock) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(anyhow::Error::new(e).context("cannot connect to Redis")),
     };
+    let archive = match cfg.archive.url.as_deref().map(ArchiveReader::new) {
+        Some(Err(e)) => return Ok(fault(config, e)),
+        found => found.and_then(Result::ok),
+    };
     let reader = Reader {
         boards,
         store,
         clock,
+        archive,
     };
     let q = Query {
         board: args.board,

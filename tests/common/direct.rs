@@ -115,6 +115,7 @@ impl Direct {
             boards: self.boards.clone(),
             store: self.store.clone(),
             clock,
+            archive: None,
         }
     }
 }
