@@ -7,7 +7,8 @@
 //! share leaves the batch whole (its next owner counts those events).
 //! Events headed for `applied` are kept one by one until Redis answered:
 //! an event whose every update the script found late (its window bucket
-//! left the window meanwhile) is counted `late`, and one whose every
+//! left the window meanwhile, or its archived period had been closed by the
+//! archiver's `K:closed` marker) is counted `late`, and one whose every
 //! update the fences showed applied already is not counted here at all
 //! (whoever applied it counted it); see [`Batch::settle`].
 //!
@@ -31,6 +32,7 @@ pub use crate::telemetry::Outcome;
 
 use super::FlushReport;
 use super::aggregate::Agg;
+use super::call::CLOSED_CUTOFF;
 
 /// A partition's share of the batch.
 #[derive(Debug, Clone)]
@@ -53,8 +55,16 @@ pub struct ConcreteView {
     pub id: Arc<str>,
     /// Window length for windows, `None` for periods.
     pub window_ms: Option<i64>,
-    /// Latest expiry wanted by any update (0 = never).
+    /// Latest expiry wanted by any update (0 = none; always 0 for an
+    /// archived period, whose expiry the archiver sets after the copy).
     pub expire_at: i64,
+    /// Until when the view is meant to live (0 = forever): what the
+    /// instance's fences must outlive, archived or not.
+    pub keep_until: i64,
+    /// For a period of an archived view: when it closes (`end + grace`).
+    /// Such a view's call carries its `K:closed` marker, and the period is
+    /// registered in the due set before it is applied.
+    pub close_at: Option<i64>,
 }
 
 /// One event's contribution to one view.
@@ -241,6 +251,7 @@ impl Batch {
                     Some(v) => {
                         let cv = &mut instance.views[v];
                         cv.expire_at = cv.expire_at.max(r.expire_at);
+                        cv.keep_until = cv.keep_until.max(r.keep_until);
                         v as u16
                     }
                     None => {
@@ -249,6 +260,8 @@ impl Batch {
                             id: r.view_id,
                             window_ms: r.window_ms,
                             expire_at: r.expire_at,
+                            keep_until: r.keep_until,
+                            close_at: r.close_at,
                         });
                         (instance.views.len() - 1) as u16
                     }
@@ -399,10 +412,18 @@ impl Batch {
                     continue;
                 }
                 let is_window = inst.views[u.view as usize].window_ms.is_some();
-                let late = is_window
-                    && cutoffs
-                        .and_then(|c| c.get(u.view as usize))
-                        .is_some_and(|&c| u.bucket_end <= c);
+                // A window's update is late when its bucket ended at or
+                // before the cutoff; a period's only when the script found
+                // the period closed (then it took none of its updates).
+                let late = cutoffs
+                    .and_then(|c| c.get(u.view as usize))
+                    .is_some_and(|&c| {
+                        if is_window {
+                            u.bucket_end <= c
+                        } else {
+                            c == CLOSED_CUTOFF
+                        }
+                    });
                 if late {
                     fate.late = true;
                 } else {
@@ -451,6 +472,17 @@ mod tests {
 
     /// Adds a gift of `partition` at `offset` to the batch, as the engine does.
     fn gift(batch: &mut Batch, set: &BoardSet, partition: i32, offset: i64) -> Outcome {
+        gift_at(batch, set, partition, offset, TS)
+    }
+
+    /// [`gift`] with the consumer's clock at `now`.
+    fn gift_at(
+        batch: &mut Batch,
+        set: &BoardSet,
+        partition: i32,
+        offset: i64,
+        now: i64,
+    ) -> Outcome {
         let json = serde_json::json!({
             "type": "gift", "event_id": format!("e{partition}-{offset}"), "ts": TS,
             "sender_id": "s", "receiver_id": "r", "gift_id": "g", "count": 1, "value": 1
@@ -470,7 +502,7 @@ mod tests {
             kind: event.kind,
         };
         let mut resolver = Resolver::new(set);
-        batch.add_event(set, &mut resolver, taken, &updates, TS)
+        batch.add_event(set, &mut resolver, taken, &updates, now)
     }
 
     fn counts(settled: &Settled) -> Vec<(Outcome, u64)> {
@@ -598,5 +630,126 @@ mod tests {
                 (topic, Some(EventType::Gift), Outcome::Applied, 1),
             ]
         );
+    }
+
+    const DAY: i64 = 86_400_000;
+    const GRACE: i64 = 600_000;
+
+    /// `days` archives its day (10 min of grace); `totals` counts the same
+    /// gifts all-time, unarchived.
+    fn archived_boards() -> BoardSet {
+        crate::config::test_boards(
+            r#"
+            [archive]
+            url = "postgres://127.0.0.1:1/none"
+            grace = "10m"
+            [[board]]
+            name = "days"
+            event = "gift"
+            member = "receiver_id"
+            score = "count"
+            periods = ["day"]
+            archive = ["day"]
+            [[board]]
+            name = "totals"
+            event = "gift"
+            member = "receiver_id"
+            score = "count"
+            periods = ["all"]
+        "#,
+        )
+    }
+
+    /// The close of the UTC day of [`TS`], computed apart from the calendar code.
+    fn close_of_ts_day() -> i64 {
+        (TS.div_euclid(DAY) + 1) * DAY + GRACE
+    }
+
+    #[test]
+    fn an_archived_day_is_sent_without_expiry_and_with_its_close_time() {
+        let set = archived_boards();
+        let mut batch = Batch::default();
+        assert_eq!(gift(&mut batch, &set, 0, 0), Outcome::Applied);
+        let days = batch.instances.iter().find(|i| i.board == 0).unwrap();
+        let v = &days.views[0];
+        assert_eq!(&*v.id, "day:2025-11-21");
+        assert_eq!(v.expire_at, 0, "no expiry until the archiver sets it");
+        assert_eq!(v.close_at, Some(close_of_ts_day()));
+        assert_eq!(v.keep_until, close_of_ts_day() - GRACE + 35 * DAY);
+        let due = super::super::due::wanted(
+            &batch.instances,
+            &Default::default(),
+            std::time::Instant::now(),
+        );
+        assert_eq!(
+            due,
+            vec![(close_of_ts_day(), "{days}:day:2025-11-21".to_string())],
+            "only the archived view is due"
+        );
+    }
+
+    #[test]
+    fn a_period_closed_by_the_clock_takes_nothing_and_counts_late_alone() {
+        let set = archived_boards();
+        let mut batch = Batch::default();
+        // One ms before the close it is taken; at the close it is late on
+        // `days`, but `totals` takes the event, so it is applied.
+        gift_at(&mut batch, &set, 0, 0, close_of_ts_day() - 1);
+        assert_eq!(batch.instances[0].updates.len(), 1);
+        gift_at(&mut batch, &set, 0, 1, close_of_ts_day());
+        let days = batch.instances.iter().find(|i| i.board == 0).unwrap();
+        assert_eq!(days.updates.len(), 1, "the closed day got no update");
+        let settled = batch.settle(&report(&set));
+        assert_eq!(counts(&settled), vec![(Outcome::Applied, 2)]);
+        // With only the archived board, the event is late on arrival.
+        let only_days = crate::config::test_boards(
+            r#"
+            [archive]
+            url = "postgres://127.0.0.1:1/none"
+            [[board]]
+            name = "days"
+            event = "gift"
+            member = "receiver_id"
+            score = "count"
+            periods = ["day"]
+            archive = ["day"]
+        "#,
+        );
+        let mut batch = Batch::default();
+        assert_eq!(
+            gift_at(&mut batch, &only_days, 0, 0, close_of_ts_day()),
+            Outcome::Late
+        );
+        assert!(batch.instances.iter().all(|i| i.updates.is_empty()));
+        assert_eq!(
+            counts(&batch.settle(&report(&only_days))),
+            vec![(Outcome::Late, 1)]
+        );
+    }
+
+    #[test]
+    fn updates_of_a_period_the_script_found_closed_are_late() {
+        let set = archived_boards();
+        let mut batch = Batch::default();
+        gift(&mut batch, &set, 0, 0);
+        gift(&mut batch, &set, 0, 1);
+        let days = batch.instances.iter().position(|i| i.board == 0).unwrap() as u32;
+        let mut r = report(&set);
+        // An open period's -1 makes nothing late.
+        r.late_cutoffs.insert(days, vec![-1]);
+        assert_eq!(counts(&batch.settle(&r)), vec![(Outcome::Applied, 2)]);
+        // Closed on `days`, but `totals` took both events: applied.
+        r.late_cutoffs.insert(days, vec![CLOSED_CUTOFF]);
+        assert_eq!(counts(&batch.settle(&r)), vec![(Outcome::Applied, 2)]);
+        // Without `totals`, every update of both events hit the closed
+        // day: both are late, with no lag samples.
+        batch.instances.retain(|i| i.board == 0);
+        let r = FlushReport {
+            late_cutoffs: HashMap::from([(0, vec![CLOSED_CUTOFF])]),
+            ..report(&set)
+        };
+        let settled = batch.settle(&r);
+        assert_eq!(counts(&settled), vec![(Outcome::Late, 2)]);
+        assert!(settled.applied_ts.is_empty());
     }
 }

@@ -1,5 +1,6 @@
 //! Encoding a batch as calls of `lua/apply.lua`. Each board instance's share
-//! is its keys (fence, then every view with its helper keys) and arguments
+//! is its keys (fence, then every view with its helper keys, and for a
+//! period of an archived view its `K:closed` marker) and arguments
 //! (rules, partition groups with offset ranges, views, then the updates
 //! pre-aggregated per (partition, view, member, bucket)); a call carries
 //! several instances that share a slot (any instances on a single node),
@@ -29,6 +30,11 @@ pub const APPLY_LUA: &str = include_str!("lua/apply.lua");
 /// Updates one call may carry: the script blocks Redis while it runs, so a
 /// call is kept to a few milliseconds.
 pub const MAX_UPDATES_PER_CALL: usize = 4000;
+
+/// The cutoff a reply gives a period view the script found closed (its
+/// `K:closed` marker set by the archiver): it took none of that view's
+/// updates, and counted them all late. Open periods report -1.
+pub const CLOSED_CUTOFF: i64 = -2;
 
 /// One board instance inside a call.
 #[derive(Debug, Clone)]
@@ -61,10 +67,12 @@ pub struct Counts {
     pub applied: u64,
     pub evicted: u64,
     pub overflow: u64,
-    /// Window updates found late (their bucket had left the window).
+    /// Updates found late: window updates whose bucket had left the
+    /// window, and every update of a closed archived period.
     pub late: u64,
     /// When `late` is not 0: the cutoff the script used per view (buckets
-    /// ending at or before it are late; -1 for periods), else empty.
+    /// ending at or before it are late; -1 for open periods,
+    /// [`CLOSED_CUTOFF`] for closed ones), else empty.
     pub cutoffs: Vec<i64>,
 }
 
@@ -156,12 +164,22 @@ fn agg_code(a: Aggregate) -> &'static str {
     }
 }
 
-/// Appends a view's keys in the order `apply.lua` binds them.
-fn push_view_keys(keys_out: &mut Vec<String>, board: &Board, key: String, window: bool) {
+/// Appends a view's keys in the order `apply.lua` binds them. `archived`:
+/// a period of an archived view, whose closed marker comes last.
+fn push_view_keys(
+    keys_out: &mut Vec<String>,
+    board: &Board,
+    key: String,
+    window: bool,
+    archived: bool,
+) {
     let helper = |suffix: &str| keys::helper(&key, suffix);
     let mut extra = Vec::new();
     if board.needs_time() {
         extra.push(helper("t"));
+    }
+    if archived {
+        extra.push(keys::closed_key(&key));
     }
     if window {
         extra.push(helper("log"));
@@ -197,6 +215,19 @@ fn num(v: f64) -> String {
     let mut out = String::new();
     let _ = write!(out, "{v}");
     out
+}
+
+/// When an instance's fences may expire: -1 (never) with an unbounded
+/// view, else with the longest-lived view of the batch. Archived periods
+/// count with their `end + retention` though their keys carry no expiry
+/// while they wait for the archiver: they take no update past their close,
+/// which comes before that.
+fn fence_expire(board: &Board, inst: &Instance) -> i64 {
+    if board.has_unbounded_view() {
+        -1
+    } else {
+        inst.views.iter().map(|v| v.keep_until).max().unwrap_or(0)
+    }
 }
 
 /// One instance's keys and arguments, ready to be appended to a call.
@@ -268,11 +299,7 @@ fn encode(
     }
     let prefix = &boards.key_prefix;
     let fence_key = keys::fence_key(prefix, &inst.tag);
-    let fence_expire = if board.has_unbounded_view() {
-        -1
-    } else {
-        inst.views.iter().map(|v| v.expire_at).max().unwrap_or(0)
-    };
+    let fence_expire = fence_expire(board, inst);
     let mut args = Vec::new();
     push_header(&mut args, board, &expiry(&fence_key, fence_expire));
     let mut call_keys = vec![fence_key];
@@ -287,10 +314,12 @@ fn encode(
     for (i, v) in inst.views.iter().enumerate() {
         let key = keys::view_key(prefix, &inst.tag, &v.id);
         let exp = expiry(&key, v.expire_at);
-        push_view_keys(&mut call_keys, board, key, v.window_ms.is_some());
+        let archived = v.close_at.is_some();
+        push_view_keys(&mut call_keys, board, key, v.window_ms.is_some(), archived);
         match v.window_ms {
             None => {
-                args.push("p".into());
+                // "a": a period that the archiver may have closed.
+                args.push(if archived { "a" } else { "p" }.into());
                 args.push(exp);
                 args.push(num(absum[i]));
                 args.push(bound_field(board, &v.id).unwrap_or_default());
@@ -465,6 +494,7 @@ pub fn trims(boards: &BoardSet, instances: &[(usize, String)], grouping: Groupin
                     board,
                     keys::view_key(prefix, tag, &w.view()),
                     true,
+                    false,
                 );
                 args.push("w".into());
                 args.push("0".into());

@@ -4,10 +4,13 @@
 //! when it is new or later than the last one sent, and again at least once
 //! a [`REFRESH`], so a key that Redis lost and recreated gets its expiry
 //! back soon. When Redis is known to have lost state (the script cache was
-//! empty), everything is forgotten.
+//! empty), everything is forgotten, the due-set registrations of archived
+//! periods ([`super::due`]) included, which live here for that reason.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+use super::due::DueCache;
 
 /// How long a sent expiry is trusted.
 pub const REFRESH: Duration = Duration::from_secs(60);
@@ -19,6 +22,8 @@ pub struct ExpiryCache {
     entries: HashMap<String, (i64, Instant)>,
     /// The store's state epoch the entries belong to.
     epoch: u64,
+    /// Archived periods registered in the due set, same epoch.
+    pub due: DueCache,
 }
 
 impl ExpiryCache {
@@ -49,6 +54,7 @@ impl ExpiryCache {
     pub fn sync_epoch(&mut self, epoch: u64) {
         if epoch != self.epoch {
             self.entries.clear();
+            self.due.clear();
             self.epoch = epoch;
         }
     }

@@ -1,7 +1,10 @@
 //! The Redis side of the pipeline: a [`batch::Batch`] becomes calls of the
 //! apply script, each carrying board instances of one slot ([`call`]), all
-//! sent in one pipelined round trip ([`store`]). Fence conflicts (another consumer applied part of
-//! a partition's range) are resolved here by rebuilding just those calls.
+//! sent in one pipelined round trip ([`store`]), after the archived periods
+//! it touches are registered as due ([`due`]; a round trip of its own only
+//! when a batch brings a period this consumer has not registered recently).
+//! Fence conflicts (another consumer applied part of a partition's range)
+//! are resolved here by rebuilding just those calls.
 //!
 //! [`apply_batch`] makes one attempt; the consumer loop retries a failed
 //! attempt with backoff, which is safe because every call is fenced.
@@ -9,6 +12,7 @@
 pub mod aggregate;
 pub mod batch;
 pub mod call;
+pub mod due;
 pub mod expiry;
 pub mod positions;
 pub mod store;
@@ -129,6 +133,7 @@ pub async fn apply_batch(
         fences: HashMap::new(),
         pending: Vec::new(),
     };
+    register_due(store, boards, batch, expiries).await?;
     for n in 0..MAX_CONFLICT_ROUNDS {
         let rebuilt;
         let calls: &[Call] = if n == 0 {
@@ -184,6 +189,27 @@ pub async fn apply_batch(
     Err(StoreError::Protocol(format!(
         "fence conflicts did not settle after {MAX_CONFLICT_ROUNDS} rounds"
     )))
+}
+
+/// Registers the archived periods the batch touches in the due set (those
+/// this consumer has not registered recently), before anything of the batch
+/// is applied: a period with data is then always known to the archivers.
+async fn register_due(
+    store: &Store,
+    boards: &BoardSet,
+    batch: &Batch,
+    expiries: &std::sync::Mutex<ExpiryCache>,
+) -> Result<(), StoreError> {
+    let now = std::time::Instant::now();
+    let entries = match expiries.lock() {
+        Ok(cache) => due::wanted(&batch.instances, &cache.due, now),
+        Err(_) => due::wanted(&batch.instances, &due::DueCache::default(), now),
+    };
+    due::register(store, boards, &entries).await?;
+    if let Ok(mut cache) = expiries.lock() {
+        cache.due.record(entries.into_iter().map(|(_, m)| m), now);
+    }
+    Ok(())
 }
 
 /// What the rounds of one [`apply_batch`] learn.

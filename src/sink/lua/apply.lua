@@ -12,13 +12,19 @@
 --   fence hash: "<topic>/<partition>" -> highest applied offset
 --   per view, in order:
 --     period: K [, K:t]
+--     archived period: K [, K:t], K:closed
 --     window: K [, K:t], K:log, K:n [, K:ord], K:cut
 --   (K:t when tie != "n" or agg == "last"; K:ord for max/min)
 -- ARGV  now, ninstances, then per instance:
 --       agg, tie, fence_expire, ngroups, {field, lo, hi} x ngroups,
---       nviews, {"p", expire_at, absum, bound_field | "w", expire_at, cutoff} x nviews,
+--       nviews, {"p" | "a", expire_at, absum, bound_field
+--                | "w", expire_at, cutoff} x nviews,
 --       (absum: sum of |delta| of the view's updates; bound_field: "~abs:<kind>"
 --        for plain sums, "" otherwise)
+--       ("a": a period of an archived view, expire_at always 0: the archiver
+--        sets its expiry once the period is copied. When its K:closed marker
+--        exists, the archiver has closed it: none of its updates is applied,
+--        all count as late, and its cutoff in the reply is -2)
 --       (expire_at / fence_expire: absolute ms; 0 = leave the expiry alone,
 --        the caller set it recently; fence_expire -1 = persist)
 --       then for each view: count, {member, value [, ts] [, bucket_end]} x count
@@ -29,8 +35,8 @@
 --
 -- Reply {1, more, {applied, evicted, overflow, late, cutoffs} x ninstances}
 --       (cutoffs: when late > 0, the cutoff each view used, in view order,
---        -1 for periods, so the caller can tell which events were late;
---        otherwise empty)
+--        -1 for open periods, -2 for closed ones, so the caller can tell
+--        which events were late; otherwise empty)
 --    or {0, {instance, field, fence} x conflicts} when groups reach their
 --       fence (already applied, in part or in full); then nothing at all
 --       was written.
@@ -43,6 +49,7 @@ local agg, tie, needs_t, uses_ord
 local MAX_EXACT = 9007199254740992  -- 2^53: larger magnitudes are not exact in a double
 local MAXT = 281474976710655        -- 2^48 - 1: tie keys are 12 hex digits
 local EVICT_BUDGET = 20000          -- bucket entries evicted per call, so one call stays short
+local CLOSED = -2                   -- the reply's cutoff of a closed period view
 
 local function num(s)
   return string.format("%.17g", s)
@@ -340,6 +347,11 @@ for i = 1, tonumber(ARGV[2]) do
     a = a + 2
     k = k + 1
     if inst.needs_t then view.t = KEYS[k]; k = k + 1 end
+    if view.kind == "a" then
+      -- An archived period is a period with a closed marker to check.
+      view.closed = KEYS[k]; k = k + 1
+      view.kind = "p"
+    end
     if view.kind == "p" then
       local absum, field = tonumber(ARGV[a]), ARGV[a + 1]
       a = a + 2
@@ -444,7 +456,12 @@ for i = 1, #instances do
     local view = views[v]
     local count = tonumber(ARGV[a]); a = a + 1
     local width = view.width
-    if view.fast then
+    if view.closed and count > 0 and redis.call("EXISTS", view.closed) == 1 then
+      -- Closed by the archiver, which may be reading the final standings:
+      -- one look per view and call, and none of its updates is applied.
+      view.cutoff = CLOSED
+      late = late + count
+    elseif view.fast then
       -- The hot path: a plain sum far from the exact limit.
       for u = 0, count - 1 do
         local base = a + u * width
