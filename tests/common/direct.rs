@@ -2,6 +2,7 @@
 //! script exactly as the consumer does, with a clock the test sets. For
 //! tests of board semantics that need many cases or exact event times.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -13,7 +14,7 @@ use rankflow::event::Decoder;
 use rankflow::reader::Reader;
 use rankflow::sink::batch::{Batch, Outcome};
 use rankflow::sink::expiry::ExpiryCache;
-use rankflow::sink::store::Store;
+use rankflow::sink::store::{Store, StoreError};
 use rankflow::sink::{FlushReport, apply_batch, prepare};
 
 pub struct Direct {
@@ -57,6 +58,15 @@ impl Direct {
     /// returns each event's outcome and the flush report.
     pub async fn apply(&mut self, events: &[serde_json::Value]) -> (Vec<Outcome>, FlushReport) {
         let now = self.now();
+        let (batch, outcomes) = self.batch(events, now);
+        let report = self.send(&batch, now).await;
+        self.last = Some((batch, now));
+        (outcomes, report)
+    }
+
+    /// A batch of `events` at clock `now`, as the consumer builds it, and
+    /// each event's outcome before Redis answered.
+    fn batch(&mut self, events: &[serde_json::Value], now: i64) -> (Batch, Vec<Outcome>) {
         let topic: Arc<str> = Arc::from("t");
         let mut batch = Batch::default();
         let mut outcomes = Vec::new();
@@ -81,12 +91,14 @@ impl Direct {
                 now,
             ));
         }
-        let report = self.send(&batch, now).await;
-        self.last = Some((batch, now));
-        (outcomes, report)
+        (batch, outcomes)
     }
 
     async fn send(&self, batch: &Batch, now: i64) -> FlushReport {
+        self.try_send(batch, now).await.expect("apply")
+    }
+
+    async fn try_send(&self, batch: &Batch, now: i64) -> Result<FlushReport, StoreError> {
         let prepared = prepare(&self.store, &self.boards, batch, &self.expiries);
         apply_batch(
             &self.store,
@@ -98,7 +110,32 @@ impl Direct {
             &self.store.scripts(),
         )
         .await
-        .expect("apply")
+    }
+
+    /// [`Direct::apply`], returning the failure of the attempt instead of
+    /// panicking; a failed batch is not kept for [`Direct::redeliver_last`].
+    pub async fn try_apply(
+        &mut self,
+        events: &[serde_json::Value],
+    ) -> Result<FlushReport, StoreError> {
+        let now = self.now();
+        let batch = self.batch(events, now).0;
+        let report = self.try_send(&batch, now).await?;
+        self.last = Some((batch, now));
+        Ok(report)
+    }
+
+    /// The outcome counts of the last batch applied, settled from `report`
+    /// as the consumer settles them: (outcome, events). Events late on
+    /// arrival are not in it (this harness does not count them; `apply`
+    /// returns them as `Late`).
+    pub fn settle_last(&self, report: &FlushReport) -> Vec<(Outcome, u64)> {
+        let (batch, _) = self.last.as_ref().expect("a batch was applied");
+        let mut out: BTreeMap<Outcome, u64> = BTreeMap::new();
+        for (_, _, outcome, n) in batch.settle(report).outcomes {
+            *out.entry(outcome).or_insert(0) += n;
+        }
+        out.into_iter().collect()
     }
 
     /// Applies the last batch again, with its offsets: a redelivery.
