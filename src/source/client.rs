@@ -50,6 +50,8 @@ pub enum Role {
     Consumer,
     DeadLetterProducer,
     Producer,
+    /// The archiver's producer of period-closed messages.
+    ClosedProducer,
 }
 
 impl Role {
@@ -58,6 +60,7 @@ impl Role {
             Role::Consumer => "consumer",
             Role::DeadLetterProducer => "dead-letter producer",
             Role::Producer => "producer of `rankflow produce`",
+            Role::ClosedProducer => "period-closed producer ([archive] closed_topic)",
         }
     }
 }
@@ -247,7 +250,7 @@ impl Properties {
             Role::Consumer => cc
                 .create_with_context::<_, BaseConsumer<Quiet>>(Quiet)
                 .map(drop),
-            Role::DeadLetterProducer | Role::Producer => cc
+            Role::DeadLetterProducer | Role::Producer | Role::ClosedProducer => cc
                 .create_with_context::<_, BaseProducer<Quiet>>(Quiet)
                 .map(drop),
         }
