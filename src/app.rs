@@ -15,7 +15,10 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 use crate::api::{self, ApiState};
+use crate::archive::ArchiveError;
+use crate::archive::announce::{self, Announcer};
 use crate::archive::read::ArchiveReader;
+use crate::archive::runner::Archiver;
 use crate::board::BoardSet;
 use crate::clock::SharedClock;
 use crate::config::{Config, ConfigError, KafkaConfig};
@@ -56,6 +59,12 @@ pub enum AppError {
     Metrics(String),
     #[error("HTTP listener: {0}")]
     Http(#[from] std::io::Error),
+    /// Redis could not be reached (`rankflow archive` does not wait for it).
+    #[error("cannot connect to Redis: {0}")]
+    RedisDown(StoreError),
+    /// `archive.url` cannot be used (the message names it).
+    #[error("setting {0}")]
+    Archive(#[from] ArchiveError),
 }
 
 impl AppError {
@@ -77,8 +86,9 @@ impl AppError {
             | AppError::Kafka(_)
             | AppError::RedisSettings(_)
             | AppError::RedisRefused(_) => true,
+            AppError::Archive(e) => !e.is_retriable(),
             AppError::Source(e) => !e.is_retriable(),
-            AppError::Metrics(_) | AppError::Http(_) => false,
+            AppError::Metrics(_) | AppError::Http(_) | AppError::RedisDown(_) => false,
         }
     }
 }
@@ -94,7 +104,98 @@ pub fn preflight(config: &Config) -> Result<BoardSet, AppError> {
     Decoder::new(config.kafka.max_event_bytes.get())?;
     client::check_run_clients(&config.kafka)?;
     Store::check_settings(&config.redis).map_err(AppError::redis)?;
+    check_archive(config)?;
     Ok(boards)
+}
+
+/// The archive's settings that can be checked offline: the URL parses, and
+/// librdkafka accepts the period-closed producer's properties.
+fn check_archive(config: &Config) -> Result<(), AppError> {
+    let Some(url) = &config.archive.url else {
+        return Ok(());
+    };
+    crate::archive::copy::parse_url(url)?;
+    if config.archive.closed_topic.is_some() {
+        announce::properties(&config.kafka)?.check()?;
+    }
+    Ok(())
+}
+
+/// The archiver of `rankflow archive`: the boards, Redis and the
+/// period-closed producer, checked and connected like `run` does.
+pub async fn archiver(config: &Config, clock: SharedClock) -> Result<Archiver, AppError> {
+    let boards = Arc::new(preflight(config)?);
+    let store = Store::connect(&config.redis).await.map_err(|e| {
+        if e.is_permanent_at_startup() {
+            AppError::redis(e)
+        } else {
+            AppError::RedisDown(e)
+        }
+    })?;
+    let announcer = Announcer::new(
+        &config.kafka,
+        config.archive.closed_topic.as_deref(),
+        config.archive.closed_top.get(),
+    )?;
+    Ok(Archiver::new(
+        store,
+        boards,
+        config.archive.clone(),
+        announcer,
+        clock,
+    ))
+}
+
+/// Starts the archiver beside the consumer when `[archive] url` is set. It
+/// connects to PostgreSQL (and migrates the schema) in the background, so a
+/// database that is down never holds up the consumer.
+fn spawn_archiver(
+    config: &Config,
+    boards: &Arc<BoardSet>,
+    store: &Store,
+    clock: &SharedClock,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, AppError> {
+    if !config.archive.enabled() {
+        return Ok(None);
+    }
+    let archive = &config.archive;
+    let announcer = Announcer::new(
+        &config.kafka,
+        archive.closed_topic.as_deref(),
+        archive.closed_top.get(),
+    )?;
+    let archived: Vec<String> = boards
+        .boards
+        .iter()
+        .filter(|b| {
+            b.views.iter().any(|v| {
+                matches!(
+                    v,
+                    crate::board::model::ViewSpec::Period {
+                        close_after: Some(_),
+                        ..
+                    }
+                )
+            })
+        })
+        .map(|b| b.name.clone())
+        .collect();
+    telemetry::register_archive_series(&archived, &crate::archive::ERROR_KINDS);
+    let archiver = Archiver::new(
+        store.clone(),
+        boards.clone(),
+        archive.clone(),
+        announcer,
+        clock.clone(),
+    );
+    tracing::info!(
+        url = %archive.url_redacted().unwrap_or_default(),
+        boards = ?archived,
+        interval_ms = archive.interval_ms.get(),
+        "Archiving closed periods."
+    );
+    Ok(Some(tokio::spawn(archiver.run(shutdown))))
 }
 
 /// Runs the consumer until `shutdown` turns true.
@@ -148,6 +249,7 @@ pub async fn run(
         wait_for_kafka(&config.kafka, &parts.health, shutdown.clone()),
     )?;
     if let (Some(store), true) = (redis, kafka_ready) {
+        let archiver = spawn_archiver(&config, &boards, &store, &clock, shutdown.clone())?;
         let _ = reader_slot.set(Reader {
             boards,
             store: store.clone(),
@@ -155,6 +257,9 @@ pub async fn run(
             archive,
         });
         consume(&config, parts, store, shutdown).await?;
+        if let Some(archiver) = archiver {
+            let _ = archiver.await;
+        }
     }
     let _ = http.await;
     tracing::info!("Stopped.");

@@ -1,6 +1,7 @@
-//! The command line (SPEC §5): `run`, `check`, `produce`, `top`. Argument
-//! definitions and the two commands that only print (`check`, `top`); `run`
-//! and `produce` hand over to [`crate::app`] and [`crate::produce`].
+//! The command line (SPEC §5): `run`, `check`, `produce`, `top`, `archive`.
+//! Argument definitions and the commands' printed output (`check`, `top`,
+//! the `archive` summary); `run`, `produce` and `archive` hand over to
+//! [`crate::app`], [`crate::produce`] and [`crate::archive::runner`].
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -44,6 +45,26 @@ pub enum Command {
     Produce(ProduceArgs),
     /// Print a board.
     Top(TopArgs),
+    /// Archive the closed periods that are due, or copy one period again.
+    Archive(ArchiveArgs),
+}
+
+/// `rankflow archive`.
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+    pub config: PathBuf,
+    /// Only this board's periods.
+    #[arg(long)]
+    pub board: Option<String>,
+    /// Copy this period again from Redis (needs `--board`), replacing the
+    /// archived copy, e.g. `2026-W47`.
+    #[arg(long, requires = "board")]
+    pub period: Option<String>,
+    /// With `--period`: only this scope (default: every scope of the
+    /// period found in the due set or the archive).
+    #[arg(long, requires = "period")]
+    pub scope: Option<String>,
 }
 
 /// `rankflow produce`.
@@ -283,4 +304,48 @@ pub async fn top(
 /// Current time for `check`.
 pub fn now_ms() -> i64 {
     crate::clock::SystemClock.now_ms()
+}
+
+/// The lines `rankflow archive` prints: one per period, then the total;
+/// and whether every period went well.
+pub fn render_archive(reports: &[crate::archive::runner::Report]) -> (String, bool) {
+    use crate::archive::runner::Outcome;
+    let mut out = String::new();
+    let (mut archived, mut rows, mut other, mut failed) = (0u64, 0u64, 0u64, 0u64);
+    for r in reports {
+        let _ = match &r.outcome {
+            Outcome::Archived { members, took } => {
+                archived += 1;
+                rows += members;
+                writeln!(
+                    out,
+                    "archived {}: {members} members in {:.2} s",
+                    r.period,
+                    took.as_secs_f64()
+                )
+            }
+            Outcome::AlreadyArchived => {
+                other += 1;
+                writeln!(out, "finished {}: already archived", r.period)
+            }
+            Outcome::Empty => {
+                other += 1;
+                writeln!(out, "closed {}: no events, nothing to archive", r.period)
+            }
+            Outcome::Busy => {
+                other += 1;
+                writeln!(out, "skipped {}: another archiver holds it", r.period)
+            }
+            Outcome::Failed(e) => {
+                failed += 1;
+                writeln!(out, "failed {}: {e}", r.period)
+            }
+        };
+    }
+    let _ = writeln!(
+        out,
+        "total: {} period(s): {archived} archived ({rows} members), {other} without a copy now, {failed} failed",
+        reports.len()
+    );
+    (out, failed == 0)
 }

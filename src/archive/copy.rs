@@ -87,15 +87,41 @@ const COLUMNS: [Type; 7] = [
 
 impl Archive {
     /// Parses `url` (a permanent fault if it cannot be parsed) and connects.
+    ///
+    /// TCP keepalives are set on both ends, so a lost host is noticed
+    /// within about 30 s: by this client (an archiver waiting on a dead
+    /// server fails instead of hanging) and by the server (its
+    /// `tcp_keepalives_*` for this session), which then ends the session
+    /// and releases the period lock the lost archiver held.
     pub async fn connect(url: &str) -> Result<Archive, ArchiveError> {
-        let config = parse_url(url)?;
+        let mut config = parse_url(url)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
+        config
+            .keepalives(true)
+            .keepalives_idle(std::time::Duration::from_secs(10))
+            .keepalives_interval(std::time::Duration::from_secs(5))
+            .keepalives_retries(4);
         let (client, connection) = config.connect(NoTls).await?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "The archive's PostgreSQL connection closed.");
             }
         });
+        client
+            .batch_execute(
+                "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; \
+                 SET tcp_keepalives_count = 4",
+            )
+            .await?;
         Ok(Archive { client })
+    }
+
+    /// Whether the connection is gone (the server closed it or the host is
+    /// lost): then a new one must be made.
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
     }
 
     pub fn client(&mut self) -> &mut Client {

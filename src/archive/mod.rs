@@ -3,12 +3,19 @@
 //! scores ([`numeric`]) and the copy of one period's standings
 //! ([`copy`]): written in one transaction together with the row that marks
 //! the copy complete, under a per-period advisory lock, so a copy is either
-//! complete or absent and never done twice at once.
+//! complete or absent and never done twice at once. It also owns the
+//! archiver that drives copies: the due set in Redis ([`due`]), the frozen
+//! standings read in chunks ([`standings`]), the period-closed message
+//! ([`announce`]) and the tick loop with its step machine ([`runner`]).
 
+pub mod announce;
 pub mod copy;
+pub mod due;
 pub mod numeric;
 pub mod read;
+pub mod runner;
 pub mod schema;
+pub mod standings;
 
 /// A failure of the archive.
 #[derive(Debug, thiserror::Error)]
@@ -21,9 +28,36 @@ pub enum ArchiveError {
     /// Reading the standings to copy failed (e.g. Redis unreachable).
     #[error("reading the standings to archive: {0}")]
     Source(String),
+    /// A due item this configuration cannot archive (its board or view is
+    /// gone, its name is malformed): kept in the due set, never dropped.
+    #[error("due item {member:?}: {reason}")]
+    Due { member: String, reason: String },
+    /// PostgreSQL could not be reached earlier in this pass; not tried
+    /// again until the next one.
+    #[error("PostgreSQL is unreachable: {0}")]
+    Offline(String),
+    /// The period-closed message could not be published.
+    #[error("announcing on the closed topic: {0}")]
+    Announce(String),
 }
 
+/// Every label [`ArchiveError::kind`] gives, so the error series exist
+/// (at 0) before the first error.
+pub const ERROR_KINDS: [&str; 6] = [
+    "config",
+    "postgres_io",
+    "postgres",
+    "source",
+    "due",
+    "announce",
+];
+
 impl ArchiveError {
+    /// A Redis failure while archiving.
+    pub fn redis(e: impl std::fmt::Display) -> ArchiveError {
+        ArchiveError::Source(e.to_string())
+    }
+
     /// Whether trying again later can succeed without a configuration
     /// change. A PostgreSQL error with an SQL state is the server refusing
     /// (permissions, a broken schema): retried too, but reported as such.
@@ -31,7 +65,8 @@ impl ArchiveError {
         match self {
             ArchiveError::Url(_) => false,
             ArchiveError::Postgres(e) => e.code().is_none(),
-            ArchiveError::Source(_) => true,
+            ArchiveError::Source(_) | ArchiveError::Announce(_) | ArchiveError::Offline(_) => true,
+            ArchiveError::Due { .. } => false,
         }
     }
 
@@ -40,8 +75,11 @@ impl ArchiveError {
         match self {
             ArchiveError::Url(_) => "config",
             ArchiveError::Postgres(e) if e.code().is_none() => "postgres_io",
+            ArchiveError::Offline(_) => "postgres_io",
             ArchiveError::Postgres(_) => "postgres",
             ArchiveError::Source(_) => "source",
+            ArchiveError::Due { .. } => "due",
+            ArchiveError::Announce(_) => "announce",
         }
     }
 }

@@ -21,11 +21,18 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "archived periods and their standings",
-    sql: include_str!("sql/001_archive.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "archived periods and their standings",
+        sql: include_str!("sql/001_archive.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "when each period was announced on the closed topic",
+        sql: include_str!("sql/002_announced.sql"),
+    },
+];
 
 /// The schema version this rankflow writes.
 pub fn latest() -> i32 {

@@ -296,3 +296,71 @@ impl EventLags<'_> {
         }
     }
 }
+
+/// The archiver's backlog, measured once per tick.
+pub struct ArchiveBacklog {
+    /// Due periods whose close time has passed.
+    pub pending: u64,
+    /// Age past its close of the oldest of them, seconds (0 when none).
+    pub oldest_seconds: f64,
+}
+
+impl ArchiveBacklog {
+    pub fn emit(self) {
+        metrics::gauge!(ARCHIVE_PENDING).set(self.pending as f64);
+        metrics::gauge!(ARCHIVE_OLDEST_PENDING).set(self.oldest_seconds);
+        if self.pending > 0 {
+            tracing::debug!(
+                pending = self.pending,
+                oldest_seconds = self.oldest_seconds,
+                "Closed periods are waiting to be archived."
+            );
+        }
+    }
+}
+
+/// One closed period copied to the archive.
+pub struct PeriodArchived<'a> {
+    pub board: &'a str,
+    /// `board/scope/view/period`.
+    pub period: &'a str,
+    pub members: u64,
+    pub took: Duration,
+}
+
+impl PeriodArchived<'_> {
+    pub fn emit(self) {
+        metrics::counter!(ARCHIVE_PERIODS, "board" => self.board.to_string()).increment(1);
+        metrics::counter!(ARCHIVE_ROWS, "board" => self.board.to_string()).increment(self.members);
+        metrics::histogram!(ARCHIVE_COPY_SECONDS).record(self.took.as_secs_f64());
+        tracing::info!(
+            period = %self.period,
+            members = self.members,
+            took_ms = self.took.as_millis() as u64,
+            "Archived a closed period."
+        );
+    }
+}
+
+/// A step of the archiver failed; the period stays due and is retried.
+pub struct ArchiveFailed<'a> {
+    /// Bounded: `ArchiveError::kind()`.
+    pub kind: &'static str,
+    /// `board/scope/view/period`, or the due item when it has none.
+    pub period: &'a str,
+    pub error: &'a dyn Display,
+    pub retry_in: Duration,
+}
+
+impl ArchiveFailed<'_> {
+    pub fn emit(self) {
+        metrics::counter!(ARCHIVE_ERRORS, "kind" => self.kind).increment(1);
+        tracing::warn!(
+            period = %self.period,
+            kind = self.kind,
+            error = %self.error,
+            retry_in_ms = self.retry_in.as_millis() as u64,
+            "Could not archive a closed period; its keys are kept and it is tried again."
+        );
+    }
+}

@@ -37,6 +37,12 @@ pub fn install() -> Result<PrometheusHandle, String> {
         .and_then(|b| {
             b.set_buckets_for_metric(Matcher::Full(EVENT_LAG_SECONDS.into()), LAG_BUCKETS)
         })
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(ARCHIVE_COPY_SECONDS.into()),
+                ARCHIVE_COPY_BUCKETS,
+            )
+        })
         .map_err(|e| e.to_string())?
         // A partition that moved to another consumer stops being reported
         // here once its gauge has not been refreshed for a while.
@@ -100,6 +106,20 @@ pub fn register_series(boards: &[String], topics: &[String]) {
     }
     metrics::counter!(DUPLICATES).absolute(0);
     metrics::counter!(DLQ_ERRORS).absolute(0);
+}
+
+/// The archive's series at zero before the first period closes: the
+/// counters of each archived board, every error kind, and an empty backlog.
+pub fn register_archive_series(boards: &[String], error_kinds: &[&'static str]) {
+    for board in boards {
+        metrics::counter!(ARCHIVE_PERIODS, "board" => board.clone()).absolute(0);
+        metrics::counter!(ARCHIVE_ROWS, "board" => board.clone()).absolute(0);
+    }
+    for kind in error_kinds {
+        metrics::counter!(ARCHIVE_ERRORS, "kind" => *kind).absolute(0);
+    }
+    metrics::gauge!(ARCHIVE_PENDING).set(0.0);
+    metrics::gauge!(ARCHIVE_OLDEST_PENDING).set(0.0);
 }
 
 /// Log set-up: `RANKFLOW_LOG` (an EnvFilter, default `info`) and

@@ -19,12 +19,29 @@ pub const DUPLICATES: &str = "rankflow_duplicate_batches_total";
 pub const DLQ_ERRORS: &str = "rankflow_dlq_errors_total";
 /// 1 while the consumer can write to Redis, 0 during an outage.
 pub const REDIS_UP: &str = "rankflow_redis_up";
+/// Closed periods copied to the archive, per board.
+pub const ARCHIVE_PERIODS: &str = "rankflow_archive_periods_total";
+/// Member rows copied to the archive, per board.
+pub const ARCHIVE_ROWS: &str = "rankflow_archive_rows_total";
+/// Due periods whose close time has passed, not yet archived.
+pub const ARCHIVE_PENDING: &str = "rankflow_archive_pending";
+/// Age past its close of the oldest pending period (0 when none).
+pub const ARCHIVE_OLDEST_PENDING: &str = "rankflow_archive_oldest_pending_seconds";
+/// Archiver failures, by kind.
+pub const ARCHIVE_ERRORS: &str = "rankflow_archive_errors_total";
+/// Time to copy one period.
+pub const ARCHIVE_COPY_SECONDS: &str = "rankflow_archive_copy_seconds";
 
 pub const BATCH_EVENTS_BUCKETS: &[f64] = &[
     1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 20000.0, 50000.0,
 ];
 pub const FLUSH_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// One period's copy: a small one takes milliseconds, 1,000,000 members
+/// some seconds, a slow database minutes.
+pub const ARCHIVE_COPY_BUCKETS: &[f64] = &[
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
 /// Upper bounds of the event-lag histogram; also used to pre-bucket a
 /// batch's lags locally so the recorder sees one call per bucket.
@@ -119,6 +136,36 @@ pub const METRICS: &[Metric] = &[
         name: REDIS_UP,
         kind: Kind::Gauge,
         help: "1 while Redis accepts batches, 0 during an outage.",
+    },
+    Metric {
+        name: ARCHIVE_PERIODS,
+        kind: Kind::Counter,
+        help: "Closed periods copied to the archive, by board.",
+    },
+    Metric {
+        name: ARCHIVE_ROWS,
+        kind: Kind::Counter,
+        help: "Member rows copied to the archive, by board.",
+    },
+    Metric {
+        name: ARCHIVE_PENDING,
+        kind: Kind::Gauge,
+        help: "Closed periods waiting to be archived (close time passed).",
+    },
+    Metric {
+        name: ARCHIVE_OLDEST_PENDING,
+        kind: Kind::Gauge,
+        help: "How long past its close the oldest waiting period is (0 when none).",
+    },
+    Metric {
+        name: ARCHIVE_ERRORS,
+        kind: Kind::Counter,
+        help: "Archiver failures by kind (the period is retried on the next tick).",
+    },
+    Metric {
+        name: ARCHIVE_COPY_SECONDS,
+        kind: Kind::Histogram,
+        help: "Time to copy one closed period to the archive.",
     },
 ];
 

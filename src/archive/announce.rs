@@ -1,0 +1,299 @@
+//! The period-closed message (SPEC §8.1, `schemas/period-closed.schema.json`)
+//! and its producer: one JSON message per completed copy on
+//! `[archive] closed_topic`, keyed `board/scope/view/period`, with the final
+//! top `closed_top` entries read back from PostgreSQL (so the message says
+//! what the archive holds).
+//!
+//! Announcing runs in its own transaction under the period's advisory lock:
+//! only if `announced_at` is NULL, the message is published and its
+//! delivery awaited, then `announced_at` is set and the transaction
+//! commits. At least once; exactly once unless the archiver dies between
+//! the delivery and the commit.
+
+use std::time::Duration;
+
+use chrono::SecondsFormat;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use serde::Serialize;
+use tokio_postgres::types::ToSql;
+
+use crate::config::KafkaConfig;
+use crate::reader::Entry;
+use crate::source::client::{self, ClientError, Role};
+
+use super::ArchiveError;
+use super::copy::{Archive, PeriodKey};
+use super::schema::LOCK_CLASS;
+
+/// The message, field for field as the schema has it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClosedMessage {
+    pub board: String,
+    pub scope: String,
+    pub view: String,
+    pub period: String,
+    pub start: String,
+    pub end: String,
+    pub members: u64,
+    pub archived_at: String,
+    /// The top entries, as the HTTP API shows them.
+    pub entries: Vec<Entry>,
+}
+
+/// The archived period's row, as the message needs it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PeriodRow {
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub members: u64,
+    pub archived_at_ms: i64,
+}
+
+/// RFC 3339 UTC: whole seconds when the instant has no fraction (period
+/// bounds), else milliseconds.
+fn rfc3339(ms: i64) -> String {
+    let format = if ms % 1000 == 0 {
+        SecondsFormat::Secs
+    } else {
+        SecondsFormat::Millis
+    };
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(format, true))
+        .unwrap_or_default()
+}
+
+impl ClosedMessage {
+    pub fn new(key: &PeriodKey, row: PeriodRow, entries: Vec<Entry>) -> ClosedMessage {
+        ClosedMessage {
+            board: key.board.clone(),
+            scope: key.scope.clone(),
+            view: key.view.clone(),
+            period: key.period.clone(),
+            start: rfc3339(row.start_ms),
+            end: rfc3339(row.end_ms),
+            members: row.members,
+            archived_at: rfc3339(row.archived_at_ms),
+            entries,
+        }
+    }
+}
+
+/// How announcing a period ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Announced {
+    /// Published now.
+    Sent,
+    /// It had been announced before.
+    Already,
+    /// Another archiver holds the period.
+    Busy,
+}
+
+/// Publishes period-closed messages; cheap to clone.
+#[derive(Clone)]
+pub struct Announcer {
+    producer: FutureProducer,
+    topic: String,
+    top: usize,
+}
+
+/// The producer's properties: `[kafka.client]` for producers, then
+/// idempotence (a retry inside librdkafka neither duplicates nor loses it).
+pub fn properties(kafka: &KafkaConfig) -> Result<client::Properties, ClientError> {
+    client::producer_properties(
+        kafka,
+        Role::ClosedProducer,
+        &[],
+        &[
+            ("enable.idempotence", "true"),
+            ("message.timeout.ms", "10000"),
+        ],
+    )
+}
+
+impl Announcer {
+    /// `None` without a closed topic.
+    pub fn new(
+        kafka: &KafkaConfig,
+        topic: Option<&str>,
+        top: usize,
+    ) -> Result<Option<Announcer>, ClientError> {
+        let Some(topic) = topic else {
+            return Ok(None);
+        };
+        Ok(Some(Announcer {
+            producer: properties(kafka)?.create()?,
+            topic: topic.to_string(),
+            top,
+        }))
+    }
+
+    /// Announces `key` unless it was announced already; see the module doc.
+    pub async fn announce(
+        &self,
+        archive: &mut Archive,
+        key: &PeriodKey,
+    ) -> Result<Announced, ArchiveError> {
+        let tx = archive.client().transaction().await?;
+        let locked: bool = tx
+            .query_one(
+                "SELECT pg_try_advisory_xact_lock($1, hashtext($2))",
+                &[&LOCK_CLASS, &key.path()],
+            )
+            .await?
+            .try_get(0)?;
+        if !locked {
+            return Ok(Announced::Busy);
+        }
+        let params: [&(dyn ToSql + Sync); 4] = [&key.board, &key.scope, &key.view, &key.period];
+        let row = tx
+            .query_opt(
+                "SELECT members,
+                        (extract(epoch FROM period_start) * 1000)::int8,
+                        (extract(epoch FROM period_end) * 1000)::int8,
+                        floor(extract(epoch FROM archived_at) * 1000)::int8,
+                        announced_at IS NOT NULL
+                   FROM rankflow_archived_periods
+                  WHERE board = $1 AND scope = $2 AND view = $3 AND period = $4",
+                &params,
+            )
+            .await?;
+        let Some(row) = row else {
+            // Only called after a completed copy; a period removed since
+            // (by hand) has nothing to announce.
+            return Ok(Announced::Already);
+        };
+        if row.try_get::<_, bool>(4)? {
+            return Ok(Announced::Already);
+        }
+        let period = PeriodRow {
+            members: row.try_get::<_, i64>(0)?.max(0) as u64,
+            start_ms: row.try_get(1)?,
+            end_ms: row.try_get(2)?,
+            archived_at_ms: row.try_get(3)?,
+        };
+        let top = i64::try_from(self.top).unwrap_or(i64::MAX);
+        let entries = tx
+            .query(
+                "SELECT rank, member, score::float8 FROM rankflow_archive
+                  WHERE board = $1 AND scope = $2 AND view = $3 AND period = $4
+                  ORDER BY rank LIMIT $5",
+                &[&key.board, &key.scope, &key.view, &key.period, &top],
+            )
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(Entry {
+                    rank: r.try_get::<_, i64>(0)?.max(0) as u64,
+                    member: r.try_get(1)?,
+                    score: r.try_get(2)?,
+                })
+            })
+            .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+        let message = ClosedMessage::new(key, period, entries);
+        self.publish(&key.path(), &message).await?;
+        tx.execute(
+            "UPDATE rankflow_archived_periods SET announced_at = now()
+              WHERE board = $1 AND scope = $2 AND view = $3 AND period = $4",
+            &params,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(Announced::Sent)
+    }
+
+    /// Sends one message and waits for its delivery.
+    async fn publish(&self, key: &str, message: &ClosedMessage) -> Result<(), ArchiveError> {
+        let payload =
+            serde_json::to_vec(message).map_err(|e| ArchiveError::Announce(e.to_string()))?;
+        let record = FutureRecord::to(&self.topic).key(key).payload(&payload);
+        self.producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .map(drop)
+            .map_err(|(e, _)| ArchiveError::Announce(format!("topic {}: {e}", self.topic)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEMA: &str = include_str!("../../schemas/period-closed.schema.json");
+
+    fn message() -> ClosedMessage {
+        let key = PeriodKey {
+            board: "star_fans".into(),
+            scope: "u42".into(),
+            view: "week".into(),
+            period: "2026-W47".into(),
+        };
+        let row = PeriodRow {
+            start_ms: 1_794_787_200_000,
+            end_ms: 1_795_392_000_000,
+            members: 1234,
+            archived_at_ms: 1_795_392_603_512,
+        };
+        let entries = vec![
+            Entry {
+                rank: 1,
+                member: "u1".into(),
+                score: 42.0,
+            },
+            Entry {
+                rank: 2,
+                member: "u2".into(),
+                score: 0.5,
+            },
+        ];
+        ClosedMessage::new(&key, row, entries)
+    }
+
+    #[test]
+    fn the_message_matches_the_design_example() {
+        let v = serde_json::to_value(message()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "board": "star_fans", "scope": "u42", "view": "week", "period": "2026-W47",
+                "start": "2026-11-16T00:00:00Z", "end": "2026-11-23T00:00:00Z",
+                "members": 1234, "archived_at": "2026-11-23T00:10:03.512Z",
+                "entries": [{"rank": 1, "member": "u1", "score": 42},
+                            {"rank": 2, "member": "u2", "score": 0.5}]
+            })
+        );
+    }
+
+    #[test]
+    fn a_produced_message_validates_against_the_schema() {
+        let schema: serde_json::Value = serde_json::from_str(SCHEMA).unwrap();
+        let validator = jsonschema::draft202012::new(&schema).unwrap();
+        let good = serde_json::to_value(message()).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&good)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}");
+        // The schema is not vacuous: it refuses what the message never is.
+        for broken in [
+            serde_json::json!({"board": "b"}),
+            {
+                let mut v = good.clone();
+                v["entries"][0]["rank"] = serde_json::json!(0);
+                v
+            },
+            {
+                let mut v = good.clone();
+                v["start"] = serde_json::json!("monday");
+                v
+            },
+            {
+                let mut v = good.clone();
+                v["extra"] = serde_json::json!(1);
+                v
+            },
+        ] {
+            assert!(!validator.is_valid(&broken), "accepted {broken}");
+        }
+    }
+}

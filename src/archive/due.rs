@@ -1,0 +1,351 @@
+//! The due set in Redis (`{prefix}:archive:due`, design10.md): which
+//! periods of archived views wait to be archived, and the Redis side of the
+//! archiver's steps on one of them: list what is due, measure the backlog,
+//! close a period (marker set, expiry removed), restore its expiry and
+//! remove the item. Every step is idempotent, so any instance may redo any
+//! of them after a crash.
+//!
+//! Each step is a few single-key commands rather than one Lua script or
+//! `MULTI`: the Redis ACL rankflow documents grants neither `EVAL` nor
+//! `MULTI`, and no step needs atomicity. What matters is the order: the
+//! marker is set (and acknowledged) before the standings are read, so the
+//! apply script refuses every later update and the read is of a frozen key.
+
+use crate::board::BoardSet;
+use crate::board::Order;
+use crate::board::duration::add_span;
+use crate::board::keys;
+use crate::board::model::{Board, ViewSpec};
+use crate::board::period::{PeriodKind, parse_period_id};
+use crate::board::score::TieKey;
+use crate::sink::store::Store;
+
+use super::ArchiveError;
+use super::copy::PeriodKey;
+
+/// One entry of the due set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DueItem {
+    /// `{<tag>}:<view id>` ([`keys::due_member`]).
+    pub member: String,
+    /// Close time (period end + grace), ms.
+    pub close_ms: i64,
+}
+
+/// A due item resolved against the boards: everything the steps need.
+#[derive(Debug, Clone)]
+pub struct DuePeriod {
+    pub member: String,
+    pub key: PeriodKey,
+    /// The period's sorted set `K`.
+    pub view_key: String,
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub close_ms: i64,
+    /// When the keys go once archived (end + retention); `None` keeps them.
+    pub expire_at: Option<i64>,
+    pub order: Order,
+    pub tie_key: TieKey,
+}
+
+impl DuePeriod {
+    /// `K:t`, the per-member time hash (absent on plain boards).
+    pub fn time_key(&self) -> String {
+        keys::helper(&self.view_key, "t")
+    }
+
+    /// `K:closed`, the marker the apply script checks.
+    pub fn closed_key(&self) -> String {
+        keys::closed_key(&self.view_key)
+    }
+}
+
+/// The backlog: due items whose close time has passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backlog {
+    pub pending: u64,
+    /// Close time of the oldest pending item.
+    pub oldest_close_ms: Option<i64>,
+}
+
+impl Backlog {
+    /// How long past its close the oldest pending item is, in seconds.
+    pub fn oldest_age_secs(&self, now_ms: i64) -> f64 {
+        self.oldest_close_ms
+            .map_or(0.0, |c| (now_ms - c).max(0) as f64 / 1000.0)
+    }
+}
+
+fn redis(e: crate::sink::store::StoreError) -> ArchiveError {
+    ArchiveError::redis(e)
+}
+
+/// Up to `limit` items closed at `now_ms`, oldest first.
+pub async fn list_due(
+    store: &Store,
+    prefix: &str,
+    now_ms: i64,
+    limit: usize,
+) -> Result<Vec<DueItem>, ArchiveError> {
+    let items: Vec<(String, f64)> = store
+        .query(
+            redis::cmd("ZRANGEBYSCORE")
+                .arg(keys::archive_due_key(prefix))
+                .arg("-inf")
+                .arg(now_ms)
+                .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(limit),
+        )
+        .await
+        .map_err(redis)?;
+    Ok(items
+        .into_iter()
+        .map(|(member, score)| DueItem {
+            member,
+            close_ms: score as i64,
+        })
+        .collect())
+}
+
+/// Every item in the due set, due or not (for `rankflow archive --period`).
+pub async fn list_all(store: &Store, prefix: &str) -> Result<Vec<DueItem>, ArchiveError> {
+    list_due(store, prefix, i64::MAX, usize::MAX >> 1).await
+}
+
+/// How many items are past their close time and how old the oldest is.
+/// Counted without `ZCOUNT` (not in rankflow's ACL): the rank of the first
+/// item still to close is the number of items before it.
+pub async fn backlog(store: &Store, prefix: &str, now_ms: i64) -> Result<Backlog, ArchiveError> {
+    let key = keys::archive_due_key(prefix);
+    let oldest: Vec<(String, f64)> = store
+        .query(
+            redis::cmd("ZRANGE")
+                .arg(&key)
+                .arg(0)
+                .arg(0)
+                .arg("WITHSCORES"),
+        )
+        .await
+        .map_err(redis)?;
+    let Some(oldest_close) = oldest.first().map(|(_, s)| *s as i64) else {
+        return Ok(Backlog::default());
+    };
+    if oldest_close > now_ms {
+        return Ok(Backlog::default());
+    }
+    let next: Vec<String> = store
+        .query(
+            redis::cmd("ZRANGEBYSCORE")
+                .arg(&key)
+                .arg(format!("({now_ms}"))
+                .arg("+inf")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(1),
+        )
+        .await
+        .map_err(redis)?;
+    let pending: u64 = match next.first() {
+        Some(m) => {
+            let rank: Option<u64> = store
+                .query(redis::cmd("ZRANK").arg(&key).arg(m))
+                .await
+                .map_err(redis)?;
+            // Removed meanwhile: the count is a gauge, the next tick fixes it.
+            rank.unwrap_or(0)
+        }
+        None => store
+            .query(redis::cmd("ZCARD").arg(&key))
+            .await
+            .map_err(redis)?,
+    };
+    Ok(Backlog {
+        pending,
+        oldest_close_ms: Some(oldest_close),
+    })
+}
+
+/// Resolves a due item against the configured boards.
+pub fn resolve(boards: &BoardSet, prefix: &str, item: &DueItem) -> Result<DuePeriod, ArchiveError> {
+    let bad = |reason: String| ArchiveError::Due {
+        member: item.member.clone(),
+        reason,
+    };
+    let (tag, view_id) =
+        keys::parse_due_member(&item.member).ok_or_else(|| bad("not `{tag}:view:id`".into()))?;
+    let (board_name, scope) =
+        keys::parse_tag(tag).ok_or_else(|| bad("its scope is wrongly escaped".into()))?;
+    let board = boards
+        .get(board_name)
+        .ok_or_else(|| bad(format!("no board named {board_name:?} is configured")))?;
+    let (kind_name, period_id) = view_id
+        .split_once(':')
+        .ok_or_else(|| bad(format!("view {view_id:?} is not a period")))?;
+    let kind = PeriodKind::parse(kind_name)
+        .filter(|k| *k != PeriodKind::All)
+        .ok_or_else(|| bad(format!("view {view_id:?} is not a closing period")))?;
+    let retention = period_retention(board, kind)
+        .ok_or_else(|| bad(format!("board {board_name:?} has no {kind_name} view")))?;
+    let period = parse_period_id(kind, period_id, board.tz).map_err(|e| bad(e.to_string()))?;
+    let end_ms = period.end_ms.unwrap_or(i64::MAX);
+    Ok(DuePeriod {
+        member: item.member.clone(),
+        key: PeriodKey {
+            board: board.name.clone(),
+            scope: scope.unwrap_or_default(),
+            view: kind_name.to_string(),
+            period: period.id.clone(),
+        },
+        view_key: keys::view_key(prefix, tag, view_id),
+        start_ms: period.start_ms,
+        end_ms,
+        close_ms: item.close_ms,
+        expire_at: retention.map(|r| add_span(end_ms, &r, board.tz)),
+        order: board.order,
+        tie_key: board.tie_key,
+    })
+}
+
+/// The retention of the board's view of `kind`: `None` if it has no such
+/// view, `Some(None)` if the view is kept forever.
+fn period_retention(
+    board: &Board,
+    kind: PeriodKind,
+) -> Option<Option<crate::board::duration::Span>> {
+    board.views.iter().find_map(|v| match v {
+        ViewSpec::Period {
+            kind: k, retention, ..
+        } if *k == kind => Some(*retention),
+        _ => None,
+    })
+}
+
+/// Step 1: closes the period (marker `K:closed` = close time, then no
+/// expiry on `K` and `K:t` while it is archived) and returns how many
+/// members it has (0: the period had no events).
+pub async fn close(store: &Store, p: &DuePeriod) -> Result<u64, ArchiveError> {
+    // The marker first: once Redis has it, no update reaches K.
+    let _: () = store
+        .query(redis::cmd("SET").arg(p.closed_key()).arg(p.close_ms))
+        .await
+        .map_err(redis)?;
+    for key in [&p.view_key, &p.time_key()] {
+        let _: i64 = store
+            .query(redis::cmd("PERSIST").arg(key))
+            .await
+            .map_err(redis)?;
+    }
+    store
+        .query(redis::cmd("ZCARD").arg(&p.view_key))
+        .await
+        .map_err(redis)
+}
+
+/// Step 5: the keys (marker included) expire at end + retention again; at
+/// once if that has passed. Nothing to do for views kept forever.
+pub async fn restore_expiry(store: &Store, p: &DuePeriod) -> Result<(), ArchiveError> {
+    let Some(at) = p.expire_at else {
+        return Ok(());
+    };
+    for key in [&p.view_key, &p.time_key(), &p.closed_key()] {
+        let _: i64 = store
+            .query(redis::cmd("PEXPIREAT").arg(key).arg(at))
+            .await
+            .map_err(redis)?;
+    }
+    Ok(())
+}
+
+/// Step 6: the item leaves the due set.
+pub async fn remove(store: &Store, prefix: &str, member: &str) -> Result<(), ArchiveError> {
+    let _: i64 = store
+        .query(
+            redis::cmd("ZREM")
+                .arg(keys::archive_due_key(prefix))
+                .arg(member),
+        )
+        .await
+        .map_err(redis)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// Boards compiled with an `[archive]` section (test_boards has none).
+    pub(crate) fn archived_boards(boards: &str) -> BoardSet {
+        let text = format!(
+            "[kafka]\nbrokers = \"b\"\ntopics = [\"t\"]\n[redis]\nurl = \"redis://127.0.0.1:1\"\n\
+             [archive]\nurl = \"postgres://u@127.0.0.1:1/db\"\n{boards}"
+        );
+        Config::from_toml(&text, std::path::Path::new("test.toml"), Vec::new())
+            .and_then(|c| c.compile_boards())
+            .expect("test boards compile")
+    }
+
+    const BOARDS: &str = r#"
+[[board]]
+name = "fans"
+event = "gift"
+member = "sender"
+score = "amount"
+scope = "receiver"
+periods = ["week", "month"]
+archive = ["week"]
+tie_break = "earliest"
+retention = { week = "2w" }
+"#;
+
+    fn item(member: &str) -> DueItem {
+        DueItem {
+            member: member.into(),
+            close_ms: 1,
+        }
+    }
+
+    #[test]
+    fn resolves_a_scoped_week() {
+        let boards = archived_boards(BOARDS);
+        let tag = keys::instance_tag("fans", Some("a:b"));
+        let member = keys::due_member(&tag, "week:2026-W47");
+        let p = resolve(&boards, "rf", &item(&member)).unwrap();
+        assert_eq!(p.key.path(), "fans/a:b/week/2026-W47");
+        assert_eq!(p.view_key, "rf:{fans:a%3Ab}:week:2026-W47");
+        // 2026-W47 is Mon 2026-11-16 .. Mon 2026-11-23 (UTC), kept 2 weeks.
+        assert_eq!(p.start_ms, 1_794_787_200_000);
+        assert_eq!(p.end_ms, 1_795_392_000_000);
+        assert_eq!(p.expire_at, Some(1_795_392_000_000 + 14 * 86_400_000));
+        assert_eq!(p.tie_key, TieKey::Descending);
+        assert_eq!(p.closed_key(), "rf:{fans:a%3Ab}:week:2026-W47:closed");
+    }
+
+    #[test]
+    fn unusable_items_are_named() {
+        let boards = archived_boards(BOARDS);
+        for (member, why) in [
+            ("{nope}:week:2026-W47", "no board named"),
+            ("{fans:x}:day:2026-11-20", "has no day view"),
+            ("{fans:x}:week:2026-W99", "does not exist"),
+            ("fans:week", "not `{tag}:view:id`"),
+            ("{fans:x}:all", "not a period"),
+        ] {
+            let e = resolve(&boards, "rf", &item(member)).unwrap_err();
+            assert!(e.to_string().contains(why), "{member}: {e}");
+            assert_eq!(e.kind(), "due");
+        }
+    }
+
+    #[test]
+    fn backlog_age_is_zero_without_items() {
+        assert_eq!(Backlog::default().oldest_age_secs(5_000), 0.0);
+        let b = Backlog {
+            pending: 1,
+            oldest_close_ms: Some(1_000),
+        };
+        assert_eq!(b.oldest_age_secs(4_500), 3.5);
+    }
+}

@@ -1,0 +1,499 @@
+//! The archiver: every `[archive] interval_ms` (and once for `rankflow
+//! archive`) it measures the backlog, lists what is due, and takes each due
+//! period through the six steps of design10.md: close (marker, no expiry),
+//! skip if empty, copy, announce, restore the expiry, remove the item.
+//! Every step is idempotent, so a crash anywhere is finished by the next
+//! pass of any instance; the period's PostgreSQL advisory lock makes sure
+//! only one of them copies it at a time (docs/history.md, "How archiving
+//! works").
+//!
+//! PostgreSQL may be down for hours: the archiver keeps closing periods
+//! (Redis only), keeps their keys, reports the backlog, and reconnects with
+//! capped backoff. Shutdown drops a copy in flight, which PostgreSQL rolls
+//! back.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::board::BoardSet;
+use crate::board::keys;
+use crate::board::model::ViewSpec;
+use crate::board::period::parse_period_id;
+use crate::clock::SharedClock;
+use crate::config::ArchiveConfig;
+use crate::sink::store::Store;
+use crate::telemetry::events::{ArchiveBacklog, ArchiveFailed, PeriodArchived};
+
+use super::ArchiveError;
+use super::announce::{Announced, Announcer};
+use super::copy::{Archive, Copied, Copy};
+use super::due::{self, DueItem, DuePeriod};
+use super::schema;
+use super::standings::{self, Frozen};
+
+/// Due items taken per pass; the rest wait for the next tick.
+const DUE_PER_PASS: usize = 100;
+/// Longest wait between attempts while PostgreSQL is unreachable.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How one period fared in a pass.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Copied now, with this many members.
+    Archived {
+        members: u64,
+        took: Duration,
+    },
+    /// A complete copy existed (an earlier pass stopped after it); the
+    /// remaining steps were finished.
+    AlreadyArchived,
+    /// The period had no events: nothing to copy.
+    Empty,
+    /// Another archiver holds the period's lock.
+    Busy,
+    Failed(ArchiveError),
+}
+
+/// One line of a pass's report.
+#[derive(Debug)]
+pub struct Report {
+    /// `board/scope/view/period`, or the due item when it cannot be resolved.
+    pub period: String,
+    pub board: Option<String>,
+    pub outcome: Outcome,
+}
+
+/// The archiver of one instance (or of one `rankflow archive` run).
+pub struct Archiver {
+    store: Store,
+    boards: Arc<BoardSet>,
+    config: ArchiveConfig,
+    announcer: Option<Announcer>,
+    clock: SharedClock,
+    /// Connected and migrated; `None` until then and after a lost connection.
+    archive: Option<Archive>,
+    /// Why connecting failed in this pass: the other periods of the pass
+    /// fail at once with it instead of each waiting for a connect timeout.
+    offline: Option<String>,
+}
+
+impl Archiver {
+    pub fn new(
+        store: Store,
+        boards: Arc<BoardSet>,
+        config: ArchiveConfig,
+        announcer: Option<Announcer>,
+        clock: SharedClock,
+    ) -> Archiver {
+        Archiver {
+            store,
+            boards,
+            config,
+            announcer,
+            clock,
+            archive: None,
+            offline: None,
+        }
+    }
+
+    fn prefix(&self) -> &str {
+        &self.boards.key_prefix
+    }
+
+    /// Connects and migrates the schema, unless already done.
+    pub async fn connect(&mut self) -> Result<(), ArchiveError> {
+        if self.archive.as_ref().is_some_and(|a| !a.is_closed()) {
+            return Ok(());
+        }
+        self.archive = None;
+        if let Some(why) = &self.offline {
+            return Err(ArchiveError::Offline(why.clone()));
+        }
+        let url = self
+            .config
+            .url
+            .as_deref()
+            .ok_or_else(|| ArchiveError::Url("not set".into()))?;
+        let connected = async {
+            let mut archive = Archive::connect(url).await?;
+            schema::migrate(archive.client()).await?;
+            Ok::<_, ArchiveError>(archive)
+        };
+        let archive = match connected.await {
+            Ok(a) => a,
+            Err(e) => {
+                self.offline = Some(e.to_string());
+                return Err(e);
+            }
+        };
+        tracing::info!(
+            url = %self.config.url_redacted().unwrap_or_default(),
+            version = schema::latest(),
+            "Connected to the archive database; its schema is current."
+        );
+        self.archive = Some(archive);
+        Ok(())
+    }
+
+    /// Measures the backlog and reports it (gauges and log).
+    pub async fn measure(&self) -> Result<due::Backlog, ArchiveError> {
+        let now = self.clock.now_ms();
+        let backlog = due::backlog(&self.store, self.prefix(), now).await?;
+        ArchiveBacklog {
+            pending: backlog.pending,
+            oldest_seconds: backlog.oldest_age_secs(now),
+        }
+        .emit();
+        Ok(backlog)
+    }
+
+    /// One pass over what is due (only `board`'s items when given). `Err`
+    /// when the due set cannot be read; a period that fails is reported in
+    /// its line and stays due.
+    pub async fn pass(&mut self, board: Option<&str>) -> Result<Vec<Report>, ArchiveError> {
+        self.measure().await?;
+        let now = self.clock.now_ms();
+        let items = due::list_due(&self.store, self.prefix(), now, DUE_PER_PASS).await?;
+        let mut reports = Vec::with_capacity(items.len());
+        for item in items {
+            let resolved = due::resolve(&self.boards, self.prefix(), &item);
+            let report = match resolved {
+                Ok(p) if board.is_some_and(|b| b != p.key.board) => continue,
+                Ok(p) => Report {
+                    period: p.key.path(),
+                    board: Some(p.key.board.clone()),
+                    outcome: self.process(&p, false).await,
+                },
+                Err(e) => Report {
+                    period: item.member.clone(),
+                    board: None,
+                    outcome: Outcome::Failed(e),
+                },
+            };
+            reports.push(report);
+        }
+        Ok(reports)
+    }
+
+    /// Takes one period through the steps; never fails as a whole: a
+    /// failure is the outcome, and the period stays due.
+    pub async fn process(&mut self, p: &DuePeriod, replace: bool) -> Outcome {
+        match self.steps(p, replace).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                if matches!(&e, ArchiveError::Postgres(pg) if pg.code().is_none()) {
+                    // The connection may be gone; make a new one next time.
+                    self.archive = None;
+                }
+                Outcome::Failed(e)
+            }
+        }
+    }
+
+    async fn steps(&mut self, p: &DuePeriod, replace: bool) -> Result<Outcome, ArchiveError> {
+        // 1. close: the marker stops every later update; no expiry meanwhile.
+        let members = due::close(&self.store, p).await?;
+        // 2. a period without events has nothing to copy.
+        if members == 0 {
+            self.finish(p).await?;
+            return Ok(Outcome::Empty);
+        }
+        // 3. copy, in one transaction under the period's lock.
+        self.connect().await?;
+        let started = Instant::now();
+        let frozen = Frozen {
+            view_key: p.view_key.clone(),
+            order: p.order,
+            tie_key: p.tie_key,
+            members,
+            chunk: self.config.chunk.get(),
+        };
+        let rows = standings::chunks(self.store.clone(), frozen);
+        let what = Copy {
+            key: &p.key,
+            start_ms: p.start_ms,
+            end_ms: p.end_ms,
+            replace,
+        };
+        let archive = self.archive.as_mut().ok_or(ArchiveError::Source(
+            "the archive connection was lost".into(),
+        ))?;
+        let outcome = match archive.copy(what, rows).await? {
+            Copied::Busy => return Ok(Outcome::Busy),
+            Copied::AlreadyArchived => Outcome::AlreadyArchived,
+            Copied::Done { members } => Outcome::Archived {
+                members,
+                took: started.elapsed(),
+            },
+        };
+        // 4. announce, at least once, under the same lock.
+        if let Some(announcer) = &self.announcer
+            && announcer.announce(archive, &p.key).await? == Announced::Busy
+        {
+            return Ok(Outcome::Busy);
+        }
+        // 5. and 6.
+        self.finish(p).await?;
+        Ok(outcome)
+    }
+
+    /// Steps 5 and 6: the keys expire at end + retention again, and the
+    /// item leaves the due set.
+    async fn finish(&self, p: &DuePeriod) -> Result<(), ArchiveError> {
+        due::restore_expiry(&self.store, p).await?;
+        due::remove(&self.store, self.prefix(), &p.member).await
+    }
+
+    /// `rankflow archive --period`: copies `period` of `board` again from
+    /// Redis (replacing the archived copy), for `scope`, or for every scope
+    /// found in the due set and the archive when none is given.
+    pub async fn recopy(
+        &mut self,
+        board: &str,
+        period: &str,
+        scope: Option<&str>,
+    ) -> Result<Vec<Report>, ArchiveError> {
+        let targets = self.recopy_targets(board, period, scope).await?;
+        let now = self.clock.now_ms();
+        let mut reports = Vec::new();
+        for p in targets {
+            let outcome = if now < p.close_ms {
+                Outcome::Failed(ArchiveError::Due {
+                    member: p.member.clone(),
+                    reason: "the period has not closed yet".into(),
+                })
+            } else if !self.exists(&p).await? {
+                Outcome::Failed(ArchiveError::Due {
+                    member: p.member.clone(),
+                    reason: "its Redis keys are gone (expired after retention); the archived copy stays as it is".into(),
+                })
+            } else {
+                self.process(&p, true).await
+            };
+            reports.push(Report {
+                period: p.key.path(),
+                board: Some(p.key.board.clone()),
+                outcome,
+            });
+        }
+        Ok(reports)
+    }
+
+    async fn exists(&self, p: &DuePeriod) -> Result<bool, ArchiveError> {
+        let n: u64 = self
+            .store
+            .query(redis::cmd("ZCARD").arg(&p.view_key))
+            .await
+            .map_err(ArchiveError::redis)?;
+        Ok(n > 0)
+    }
+
+    /// The periods `recopy` works on, resolved like due items.
+    async fn recopy_targets(
+        &mut self,
+        board_name: &str,
+        period: &str,
+        scope: Option<&str>,
+    ) -> Result<Vec<DuePeriod>, ArchiveError> {
+        let bad = |reason: String| ArchiveError::Due {
+            member: format!("{board_name} {period}"),
+            reason,
+        };
+        let board = self
+            .boards
+            .get(board_name)
+            .ok_or_else(|| bad(format!("no board named {board_name:?}")))?;
+        let (kind, grace, end_ms) = board
+            .views
+            .iter()
+            .find_map(|v| match v {
+                ViewSpec::Period {
+                    kind,
+                    close_after: Some(grace),
+                    ..
+                } => parse_period_id(*kind, period, board.tz)
+                    .ok()
+                    .map(|p| (*kind, *grace, p.end_ms.unwrap_or(i64::MAX))),
+                _ => None,
+            })
+            .ok_or_else(|| bad("not a period of any archived view of the board".into()))?;
+        let view_id = format!("{}:{period}", kind.name());
+        let tags: Vec<String> = match (scope, board.scope.is_some()) {
+            (Some(s), _) => vec![keys::instance_tag(board_name, Some(s))],
+            (None, false) => vec![board_name.to_string()],
+            (None, true) => {
+                self.known_scopes(board_name, kind.name(), period, &view_id)
+                    .await?
+            }
+        };
+        let prefix = self.prefix().to_string();
+        tags.iter()
+            .map(|tag| {
+                let item = DueItem {
+                    member: keys::due_member(tag, &view_id),
+                    close_ms: end_ms.saturating_add(grace),
+                };
+                due::resolve(&self.boards, &prefix, &item)
+            })
+            .collect()
+    }
+
+    /// Tags of the scopes of a period: in the due set, and in the archive.
+    async fn known_scopes(
+        &mut self,
+        board: &str,
+        view: &str,
+        period: &str,
+        view_id: &str,
+    ) -> Result<Vec<String>, ArchiveError> {
+        let mut tags: Vec<String> = due::list_all(&self.store, self.prefix())
+            .await?
+            .into_iter()
+            .filter_map(|item| {
+                let (tag, id) = keys::parse_due_member(&item.member)?;
+                let (b, _) = keys::parse_tag(tag)?;
+                (b == board && id == view_id).then(|| tag.to_string())
+            })
+            .collect();
+        self.connect().await?;
+        if let Some(archive) = self.archive.as_mut() {
+            let rows = archive
+                .client()
+                .query(
+                    "SELECT scope FROM rankflow_archived_periods
+                      WHERE board = $1 AND view = $2 AND period = $3",
+                    &[&board, &view, &period],
+                )
+                .await?;
+            for row in rows {
+                let scope: String = row.try_get(0)?;
+                tags.push(keys::instance_tag(board, Some(&scope)));
+            }
+        }
+        tags.sort();
+        tags.dedup();
+        Ok(tags)
+    }
+
+    /// The background loop of `rankflow run`: a pass every `interval_ms`
+    /// until `shutdown`, backing off (capped) while passes fail.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let interval = self.config.interval_ms.duration();
+        let mut delay = Duration::ZERO;
+        let mut failures = 0u32;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+            let healthy = tokio::select! {
+                ok = self.tick() => ok,
+                // A copy in flight is dropped: PostgreSQL rolls it back.
+                _ = shutdown.wait_for(|s| *s) => break,
+            };
+            failures = if healthy {
+                0
+            } else {
+                failures.saturating_add(1)
+            };
+            delay = backoff(interval, failures);
+        }
+        tracing::info!("The archiver stopped.");
+    }
+
+    /// One background pass; whether it went without failures.
+    async fn tick(&mut self) -> bool {
+        let interval = self.config.interval_ms.duration();
+        self.offline = None;
+        if let Err(e) = self.connect().await {
+            // Periods still close (Redis only) while the database is away.
+            ArchiveFailed {
+                kind: e.kind(),
+                period: "(connecting)",
+                error: &e,
+                retry_in: interval,
+            }
+            .emit();
+        }
+        match self.pass(None).await {
+            Ok(reports) => {
+                log_reports(&reports, interval);
+                self.archive.is_some()
+                    && !reports
+                        .iter()
+                        .any(|r| matches!(r.outcome, Outcome::Failed(_)))
+            }
+            Err(e) => {
+                ArchiveFailed {
+                    kind: e.kind(),
+                    period: "(due set)",
+                    error: &e,
+                    retry_in: interval,
+                }
+                .emit();
+                false
+            }
+        }
+    }
+}
+
+/// The wait before the next pass: `interval` while passes succeed, then
+/// doubling per failed pass up to [`MAX_BACKOFF`] (or `interval` if longer).
+pub fn backoff(interval: Duration, failures: u32) -> Duration {
+    let doubled = interval.saturating_mul(1u32 << failures.min(16));
+    doubled.min(MAX_BACKOFF.max(interval))
+}
+
+/// Emits each report's metrics and log line.
+pub fn log_reports(reports: &[Report], retry_in: Duration) {
+    for r in reports {
+        match &r.outcome {
+            Outcome::Archived { members, took } => PeriodArchived {
+                board: r.board.as_deref().unwrap_or_default(),
+                period: &r.period,
+                members: *members,
+                took: *took,
+            }
+            .emit(),
+            Outcome::Failed(e) => ArchiveFailed {
+                kind: e.kind(),
+                period: &r.period,
+                error: e,
+                retry_in,
+            }
+            .emit(),
+            Outcome::AlreadyArchived => tracing::info!(
+                period = %r.period,
+                "Finished a period whose copy an earlier pass had completed."
+            ),
+            Outcome::Empty => tracing::debug!(
+                period = %r.period,
+                "A closed period had no events; nothing to archive."
+            ),
+            Outcome::Busy => tracing::debug!(
+                period = %r.period,
+                "Another archiver holds this period; leaving it to them."
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let i = Duration::from_millis(500);
+        assert_eq!(backoff(i, 0), i);
+        assert_eq!(backoff(i, 1), Duration::from_secs(1));
+        assert_eq!(backoff(i, 3), Duration::from_secs(4));
+        assert_eq!(backoff(i, 10), MAX_BACKOFF);
+        assert_eq!(backoff(i, u32::MAX), MAX_BACKOFF);
+        // An interval beyond the cap is kept as it is.
+        let long = Duration::from_secs(60);
+        assert_eq!(backoff(long, 5), long);
+    }
+}
