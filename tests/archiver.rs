@@ -13,10 +13,13 @@ use std::time::{Duration, Instant};
 
 use chrono::{Datelike, NaiveDate, TimeZone, Utc};
 use common::postgres::Postgres;
-use common::{Redis, unique, wait_for};
+use common::{Broker, Process, Redis, Setup, get_text, metric_sum, status_of, unique, wait_for};
 use rankflow::archive::runner::{Archiver, Outcome, Report};
 use rankflow::clock::{SharedClock, SystemClock};
 use rankflow::config::Config;
+use rdkafka::ClientConfig;
+use rdkafka::Message;
+use rdkafka::consumer::{Consumer, StreamConsumer};
 
 const DAY: i64 = 86_400_000;
 const GRACE: i64 = 600_000;
@@ -689,4 +692,222 @@ async fn two_archivers_copy_each_period_once() {
     println!(
         "verified: two archivers, {scopes} periods: {by_a} copied by a, {by_b} by b, {n} rows, no duplicates"
     );
+}
+
+/// Period-closed messages: one per copy, keyed `board/scope/view/period`,
+/// with the top `closed_top` entries the archive holds; valid against the
+/// schema; `announced_at` set.
+#[tokio::test]
+async fn period_closed_messages_match_the_archive() {
+    let broker = Broker::start();
+    let topic = unique("closed");
+    broker.create_topic(&topic, 1).await;
+    let mut w = World::new();
+    w.extra = format!("closed_topic = \"{topic}\"\nclosed_top = 3");
+    let (week, start, end) = past_week(1);
+    let view = format!("week:{week}");
+    let plain: Vec<(String, f64)> = (0..5).map(|i| (format!("p{i}"), i as f64 * 1.5)).collect();
+    w.write_period("plain", &view, &plain, end + GRACE).await;
+    w.write_period(
+        "fans:u1",
+        &view,
+        &[("x".into(), 2.0), ("y".into(), 5.0)],
+        end + GRACE,
+    )
+    .await;
+    w.write_period("fans:u2", &view, &[("z".into(), 1.0)], end + GRACE)
+        .await;
+    let mut archiver = w.archiver(2, &broker.brokers()).await;
+    let reports = archiver.pass(None).await.expect("pass");
+    assert_eq!(archived(&reports).len(), 3, "{reports:?}");
+
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.brokers())
+        .set("group.id", unique("closed-reader"))
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "6000")
+        .create()
+        .expect("consumer");
+    consumer.subscribe(&[&topic]).expect("subscribe");
+    let mut seen: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Read on for a while after the third: a duplicate must show.
+    let mut third_at: Option<Instant> = None;
+    let mut received = 0;
+    while Instant::now() < deadline && third_at.is_none_or(|t| t.elapsed() < Duration::from_secs(3))
+    {
+        let Ok(Ok(m)) = tokio::time::timeout(Duration::from_millis(500), consumer.recv()).await
+        else {
+            continue;
+        };
+        received += 1;
+        let key = String::from_utf8_lossy(m.key().unwrap_or_default()).to_string();
+        let value: serde_json::Value =
+            serde_json::from_slice(m.payload().unwrap_or_default()).expect("JSON");
+        seen.insert(key, value);
+        if seen.len() == 3 && third_at.is_none() {
+            third_at = Some(Instant::now());
+        }
+    }
+    assert_eq!(received, 3, "one message per copy: {seen:?}");
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../schemas/period-closed.schema.json")).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).unwrap();
+    let iso = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    };
+    let pg = w.pg().await;
+    for (board, scope, members) in [("plain", "", 5), ("fans", "u1", 2), ("fans", "u2", 1)] {
+        let key = format!("{board}/{scope}/week/{week}");
+        let msg = seen
+            .get(&key)
+            .unwrap_or_else(|| panic!("no message {key}: {seen:?}"));
+        assert!(validator.is_valid(msg), "{msg}");
+        let top: Vec<serde_json::Value> = w
+            .archived_rows(board, scope, &week)
+            .await
+            .into_iter()
+            .take(3)
+            .map(|(rank, member, score)| {
+                let score: serde_json::Value = serde_json::from_str(&score).unwrap();
+                serde_json::json!({"rank": rank, "member": member, "score": score})
+            })
+            .collect();
+        assert_eq!(msg["entries"], serde_json::Value::Array(top), "{key}");
+        assert_eq!(msg["members"], members, "{key}");
+        assert_eq!(msg["start"], iso(start));
+        assert_eq!(msg["end"], iso(end));
+        assert_eq!(msg["scope"], scope);
+        let announced: bool = pg
+            .query_one(
+                "SELECT announced_at IS NOT NULL FROM rankflow_archived_periods
+                  WHERE board = $1 AND scope = $2 AND period = $3",
+                &[&board, &scope, &week],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(announced, "{key}");
+    }
+    // The top of plain, by hand: 6, 4.5, 3.
+    assert_eq!(
+        seen[&format!("plain//week/{week}")]["entries"],
+        serde_json::json!([
+            {"rank": 1, "member": "p4", "score": 6},
+            {"rank": 2, "member": "p3", "score": 4.5},
+            {"rank": 3, "member": "p2", "score": 3}
+        ])
+    );
+    println!("verified: 3 period-closed messages, keyed by path, top 3 equal to the archive");
+}
+
+/// `rankflow run` with an archive that is down: the consumer runs, the
+/// period closes and its keys stay, the backlog shows on /metrics; once
+/// PostgreSQL is up the period is archived; SIGTERM ends it promptly.
+#[tokio::test]
+async fn run_archives_in_the_background_through_a_postgres_outage() {
+    let broker = Broker::start();
+    let mut w = World::new();
+    w.pg.stop();
+    let mut setup = Setup::new(&broker, &w.redis, BOARDS);
+    setup.prefix = w.prefix.clone();
+    setup.extra = format!("[archive]\nurl = \"{}\"\ninterval_ms = 200\n", w.pg.url());
+    broker.create_topic(&setup.topic, 1).await;
+    let (week, _, end) = past_week(1);
+    let view = format!("week:{week}");
+    w.write_period(
+        "plain",
+        &view,
+        &[("a".into(), 1.0), ("b".into(), 2.0)],
+        end + GRACE,
+    )
+    .await;
+    let mut app = Process::start(&setup);
+    let metrics = app.url("/metrics");
+    let k = w.key("plain", &view);
+    wait_for(
+        Duration::from_secs(60),
+        "the backlog on /metrics",
+        || async {
+            let text = get_text(&metrics).await?;
+            let pending = metric_sum(&text, "rankflow_archive_pending", &[]);
+            let oldest = metric_sum(&text, "rankflow_archive_oldest_pending_seconds", &[]);
+            let errors = metric_sum(
+                &text,
+                "rankflow_archive_errors_total",
+                &[("kind", "postgres_io")],
+            );
+            (pending == 1.0 && oldest > 3_600.0 && errors > 0.0).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(status_of(&app.url("/healthz")).await, 200, "{}", app.log());
+    assert_eq!(w.redis.cli(&["EXISTS", &format!("{k}:closed")]).trim(), "1");
+    assert_eq!(w.pttl(&k).await, -1, "kept while the archive is down");
+
+    w.pg.start_server();
+    let t0 = Instant::now();
+    wait_for(Duration::from_secs(60), "the period archived", || async {
+        let text = get_text(&metrics).await?;
+        let periods = metric_sum(
+            &text,
+            "rankflow_archive_periods_total",
+            &[("board", "plain")],
+        );
+        let rows = metric_sum(&text, "rankflow_archive_rows_total", &[("board", "plain")]);
+        let pending = metric_sum(&text, "rankflow_archive_pending", &[]);
+        (periods == 1.0 && rows == 2.0 && pending == 0.0).then_some(())
+    })
+    .await;
+    let took = t0.elapsed();
+    assert_eq!(
+        w.archived_rows("plain", "", &week).await,
+        vec![(1, "b".into(), "2".into()), (2, "a".into(), "1".into())]
+    );
+    assert!(w.due_members().await.is_empty());
+    assert!(w.pttl(&k).await > 0);
+
+    app.sigterm();
+    let stopped = Instant::now();
+    loop {
+        if let Some(status) = app.child.try_wait().expect("try_wait") {
+            assert!(status.success(), "{}", app.log());
+            break;
+        }
+        assert!(stopped.elapsed() < Duration::from_secs(10), "{}", app.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "verified: backlog 1 on /metrics while PostgreSQL was down, archived {took:?} after it came back, SIGTERM exit in {:?}",
+        stopped.elapsed()
+    );
+}
+
+/// An `archive.url` that cannot be parsed is a configuration fault: `run`,
+/// `check` and `archive` exit 2 naming the setting, without waiting for any
+/// server.
+#[tokio::test]
+async fn an_unusable_archive_url_exits_2_naming_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("rankflow.toml");
+    let text = format!(
+        "[kafka]\nbrokers = \"127.0.0.1:1\"\ntopics = [\"t\"]\n[redis]\nurl = \"redis://127.0.0.1:1\"\n\
+         [archive]\nurl = \"postgres://u@127.0.0.1:notaport/db\"\n{BOARDS}"
+    );
+    std::fs::write(&config, text).unwrap();
+    for command in ["run", "check", "archive"] {
+        let t0 = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_rankflow"))
+            .args([command, "-c"])
+            .arg(&config)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(stderr.contains("archive.url"), "{command}: {stderr}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{command} waited");
+    }
 }
