@@ -17,8 +17,8 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde::Serialize;
 use tokio_postgres::types::ToSql;
 
+use crate::board::score::MAX_EXACT;
 use crate::config::KafkaConfig;
-use crate::reader::Entry;
 use crate::source::client::{self, ClientError, Role};
 
 use super::ArchiveError;
@@ -38,6 +38,25 @@ pub struct ClosedMessage {
     pub archived_at: String,
     /// The top entries, as the HTTP API shows them.
     pub entries: Vec<Entry>,
+}
+
+/// One ranked member, shaped as the HTTP API's entries (not imported from
+/// the reader, which reads the archive: no import cycle).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Entry {
+    pub rank: u64,
+    pub member: String,
+    #[serde(serialize_with = "score_json")]
+    pub score: f64,
+}
+
+/// Integral scores as JSON integers (`42`, not `42.0`), as the API writes them.
+fn score_json<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.fract() == 0.0 && v.abs() <= MAX_EXACT {
+        s.serialize_i64(*v as i64)
+    } else {
+        s.serialize_f64(*v)
+    }
 }
 
 /// The archived period's row, as the message needs it.
