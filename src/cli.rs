@@ -138,6 +138,15 @@ pub fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
     for (k, v) in config.kafka.client_redacted() {
         let _ = writeln!(out, "  {k} = {v}");
     }
+    if let Some(url) = config.archive.url_redacted() {
+        let a = &config.archive;
+        let _ = writeln!(
+            out,
+            "archive {url}; closes periods {} after their end; closed topic {}",
+            Span::Fixed { ms: a.grace.ms() },
+            a.closed_topic.as_deref().unwrap_or("(none)")
+        );
+    }
     for note in config.notes() {
         let _ = writeln!(out, "note: {note}");
     }
