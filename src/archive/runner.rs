@@ -35,6 +35,8 @@ use super::standings::{self, Frozen};
 
 /// Due items taken per pass; the rest wait for the next tick.
 const DUE_PER_PASS: usize = 100;
+/// Longest time between two refreshes of the backlog gauges.
+const GAUGE_REFRESH: Duration = Duration::from_secs(10);
 /// Longest wait between attempts while PostgreSQL is unreachable.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -217,9 +219,10 @@ impl Archiver {
             end_ms: p.end_ms,
             replace,
         };
-        let archive = self.archive.as_mut().ok_or(ArchiveError::Source(
-            "the archive connection was lost".into(),
-        ))?;
+        let archive = self
+            .archive
+            .as_mut()
+            .ok_or_else(|| ArchiveError::Offline("the connection was lost".into()))?;
         let outcome = match archive.copy(what, rows).await? {
             Copied::Busy => return Ok(Outcome::Busy),
             Copied::AlreadyArchived => Outcome::AlreadyArchived,
@@ -384,9 +387,8 @@ impl Archiver {
         let mut delay = Duration::ZERO;
         let mut failures = 0u32;
         loop {
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = shutdown.wait_for(|s| *s) => break,
+            if !self.wait(delay, &mut shutdown).await {
+                break;
             }
             let healthy = tokio::select! {
                 ok = self.tick() => ok,
@@ -401,6 +403,29 @@ impl Archiver {
             delay = backoff(interval, failures);
         }
         tracing::info!("The archiver stopped.");
+    }
+
+    /// Waits `delay`, refreshing the backlog gauges at least every
+    /// [`GAUGE_REFRESH`] (the recorder drops gauges left alone for 30 s, and
+    /// the backlog alert must not flap during a long backoff); `false` on
+    /// shutdown.
+    async fn wait(&self, delay: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+        let until = tokio::time::Instant::now() + delay;
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(left.min(GAUGE_REFRESH)) => {}
+                _ = shutdown.wait_for(|s| *s) => return false,
+            }
+            if left > GAUGE_REFRESH
+                && let Err(e) = self.measure().await
+            {
+                tracing::debug!(error = %e, "Could not measure the archive backlog.");
+            }
+        }
     }
 
     /// One background pass; whether it went without failures.
