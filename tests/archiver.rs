@@ -71,7 +71,11 @@ retention = { week = "8w" }
 /// An ISO week that ended at least a day ago: (id, start ms, end ms), from
 /// chrono's ISO calendar (the reference for rankflow's period math).
 fn past_week(weeks_ago: i64) -> (String, i64, i64) {
-    let day = Utc::now() - chrono::Duration::days(7 * weeks_ago + 1);
+    week_of(Utc::now() - chrono::Duration::days(7 * weeks_ago + 1))
+}
+
+/// The ISO week of `day`: (id, start ms, end ms).
+fn week_of(day: chrono::DateTime<Utc>) -> (String, i64, i64) {
     let iso = day.iso_week();
     let monday =
         NaiveDate::from_isoywd_opt(iso.year(), iso.week(), chrono::Weekday::Mon).expect("a Monday");
@@ -429,6 +433,31 @@ async fn periods_are_archived_exactly_with_ranks_marker_and_expiry() {
     let again = archiver.pass(None).await.expect("second pass");
     assert!(again.is_empty(), "{again:?}");
     assert_eq!(w.completions("fans").await.len(), 2);
+
+    // --period without --scope copies every scope the archive knows again.
+    let again = archiver.recopy("fans", &week, None).await.expect("recopy");
+    let got: BTreeMap<String, u64> = archived(&again);
+    let want: BTreeMap<String, u64> = [
+        (format!("fans/a:b/week/{week}"), 1),
+        (format!("fans/u1/week/{week}"), 2),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(got, want, "{again:?}");
+    assert_eq!(
+        w.archived_rows("fans", "u1", &week).await,
+        vec![(1, "y".into(), "5".into()), (2, "x".into(), "2".into())]
+    );
+    // A period that has not closed is not copied (nor closed early).
+    let current = week_of(Utc::now()).0;
+    let early = archiver
+        .recopy("plain", &current, None)
+        .await
+        .expect("recopy");
+    assert!(
+        matches!(&early[..], [r] if matches!(&r.outcome, Outcome::Failed(e) if e.to_string().contains("not closed yet"))),
+        "{early:?}"
+    );
     println!(
         "verified: 5 periods (plain, tie-break, asc, 2 scopes) archived exactly in {took:?}, 1 empty period closed, 1 future period left due"
     );
