@@ -142,7 +142,7 @@ async fn closed_hours_are_archived_exactly_announced_and_read_back_the_same() {
     assert_eq!(sources, BTreeSet::from(["live".to_string()]));
     let hour_key = setup.key("coins", &format!("hour:{HOUR}"));
     assert_eq!(
-        redis.cli(&["PTTL", &hour_key]),
+        redis.cli(&["PTTL", &hour_key]).trim(),
         "-1",
         "an archived hour has no expiry before it is archived"
     );
