@@ -69,7 +69,10 @@ async fn a_postgres_outage_across_the_close_loses_nothing() {
         Duration::from_secs(5),
         "keys kept with no expiry while the archive is down",
         || async {
-            match hour_keys.iter().find(|k| redis.cli(&["PTTL", k]).trim() != "-1") {
+            match hour_keys
+                .iter()
+                .find(|k| redis.cli(&["PTTL", k]).trim() != "-1")
+            {
                 None => Ok(()),
                 Some(k) => Err(format!("{k} has PTTL {}", redis.cli(&["PTTL", k]))),
             }
