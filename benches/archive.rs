@@ -8,7 +8,12 @@
 //! copying (chunks are generated on the fly, as the archiver reads them
 //! from Redis, so it stays bounded by a chunk).
 //!
-//! Run with `cargo bench --bench archive` (PostgreSQL from scripts/setup.sh).
+//! A last phase runs the whole archiver (`rankflow archive`'s pass) on the
+//! same million members kept in a real Redis: close, read in chunks,
+//! decode, COPY, restore expiry, so the figure includes reading Redis.
+//!
+//! Run with `cargo bench --bench archive` (PostgreSQL and Redis from
+//! scripts/setup.sh).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -153,6 +158,67 @@ async fn empty(archive: &mut Archive) {
         .expect("truncate");
 }
 
+/// The archiver's own pass over one due week of `MEMBERS` members in a
+/// real Redis: rows/s and peak RSS added.
+async fn archiver_path(pg: &Postgres) -> (f64, u64) {
+    let redis = common::Redis::start();
+    let prefix = common::unique("bench");
+    let week = "2026-W10"; // 2026-03-02 .. 2026-03-09, long closed
+    let close_ms = 1_773_014_400_000i64 + 600_000;
+    let mut c = redis.conn().await;
+    let key = format!("{prefix}:{{star_coins}}:week:{week}");
+    for i in 0..MEMBERS.div_ceil(CHUNK) {
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(&key);
+        for s in chunk(i) {
+            cmd.arg(s.score).arg(s.member);
+        }
+        let _: () = cmd.query_async(&mut c).await.expect("ZADD");
+    }
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("{prefix}:archive:due"))
+        .arg(close_ms)
+        .arg(format!("{{star_coins}}:week:{week}"))
+        .query_async(&mut c)
+        .await
+        .expect("ZADD due");
+    let toml = format!(
+        "[kafka]\nbrokers = \"127.0.0.1:1\"\ntopics = [\"t\"]\n[redis]\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\n\
+         [archive]\nurl = \"{}\"\nchunk = {CHUNK}\n\
+         [[board]]\nname = \"star_coins\"\nevent = \"gift\"\nmember = \"receiver_id\"\nscore = \"count\"\n\
+         periods = [\"week\"]\narchive = [\"week\"]\n",
+        redis.url(),
+        pg.url()
+    );
+    let config =
+        rankflow::config::Config::from_toml(&toml, std::path::Path::new("bench.toml"), Vec::new())
+            .expect("bench config");
+    let clock: rankflow::clock::SharedClock = std::sync::Arc::new(rankflow::clock::SystemClock);
+    let mut archiver = rankflow::app::archiver(&config, clock)
+        .await
+        .expect("archiver");
+    archiver.connect().await.expect("connect");
+    let before = rss_kib();
+    peak_rss_kib(true);
+    let started = Instant::now();
+    let reports = archiver.pass(None).await.expect("pass");
+    let secs = started.elapsed().as_secs_f64();
+    let rows: i64 = {
+        let mut a = Archive::connect(&pg.url()).await.expect("connect");
+        a.client()
+            .query_one("SELECT members FROM rankflow_archived_periods WHERE board = 'star_coins' AND period = $1", &[&week])
+            .await
+            .expect("completion row")
+            .get(0)
+    };
+    assert_eq!(reports.len(), 1, "one period archived: {reports:?}");
+    assert_eq!(rows, MEMBERS as i64, "every member archived");
+    (
+        MEMBERS as f64 / secs,
+        peak_rss_kib(false).saturating_sub(before),
+    )
+}
+
 #[tokio::main]
 async fn main() {
     let pg = Postgres::start();
@@ -166,6 +232,8 @@ async fn main() {
     let slow = row_by_row(&mut archive).await;
     empty(&mut archive).await;
     let batched = batched_insert(&mut archive).await;
+    empty(&mut archive).await;
+    let (whole, whole_peak) = archiver_path(&pg).await;
     println!("archive of one period, {MEMBERS} members, chunks of {CHUNK}:");
     println!("  row-by-row INSERT ({ROW_BY_ROW} rows): {slow:>10.0} rows/s");
     println!("  batched INSERT unnest:              {batched:>10.0} rows/s");
@@ -175,7 +243,11 @@ async fn main() {
         copy / batched
     );
     println!(
-        "  peak RSS added while copying: {peak} KiB (process peak {} KiB)",
+        "  whole archiver, Redis -> PostgreSQL: {whole:>10.0} rows/s  ({:.1}x row-by-row)",
+        whole / slow
+    );
+    println!(
+        "  peak RSS added while copying: {peak} KiB; whole archiver pass: {whole_peak} KiB (process peak {} KiB)",
         peak_rss_kib(false)
     );
 }

@@ -509,6 +509,61 @@ mod tests {
     }
 
     #[test]
+    fn archived_periods_are_checked_against_periods_grace_and_retention() {
+        // The test globals have a 10-minute grace.
+        let archived = |extra: &str| {
+            GOOD.replace(
+                "tie_break = \"earliest\"",
+                &format!("tie_break = \"earliest\"\n{extra}"),
+            )
+        };
+        let set = compile(&archived("archive = [\"day\"]")).unwrap();
+        match &set.boards[0].views[0] {
+            ViewSpec::Period { close_after, .. } => assert_eq!(*close_after, Some(600_000)),
+            v => panic!("day view expected, got {v:?}"),
+        }
+        for (extra, field, says) in [
+            ("archive = [\"all\"]", "`archive`[0]", "never closes"),
+            (
+                "archive = [\"week\"]",
+                "`archive`[0]",
+                "not in the board's periods",
+            ),
+            ("archive = [\"day\", \"day\"]", "`archive`[1]", "twice"),
+            (
+                "archive = [\"fortnight\"]",
+                "`archive`[0]",
+                "unknown period",
+            ),
+            (
+                "archive = [\"day\"]\nretention = { day = \"5m\" }",
+                "`retention`.day",
+                "shorter than [archive] grace (10m)",
+            ),
+        ] {
+            let e = error(&archived(extra));
+            assert!(e.contains(field) && e.contains(says), "{extra}: {e}");
+        }
+        // A retention of months is never shorter than a grace of minutes.
+        compile(&archived(
+            "archive = [\"day\"]\nretention = { day = \"1mo\" }",
+        ))
+        .unwrap();
+        // Without an [archive] url there is no grace: archiving is refused.
+        let file: File = toml::from_str(&archived("archive = [\"day\"]")).unwrap();
+        let globals = Globals {
+            timezone: Tz::UTC,
+            key_prefix: "rankflow".into(),
+            future_skew_ms: 300_000,
+            archive_grace_ms: None,
+        };
+        let e = BoardSet::compile(&file.board, &globals)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[archive] url is not set"), "{e}");
+    }
+
+    #[test]
     fn min_boards_rank_ascending_by_default() {
         let set =
             compile(&GOOD.replace("tie_break = \"earliest\"", "aggregate = \"min\"")).unwrap();
