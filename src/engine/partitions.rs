@@ -4,7 +4,7 @@
 //! position lookup's answer from a stale one. Pure bookkeeping: the loop
 //! makes the consumer calls.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use rdkafka::Offset;
 
@@ -17,8 +17,9 @@ pub type ResumeAt = Vec<(TopicPartition, Option<Offset>)>;
 #[derive(Debug, Default)]
 pub struct Partitions {
     assigned: HashSet<TopicPartition>,
-    /// Assigned partitions kept paused until their resume position is known.
-    awaiting: HashSet<TopicPartition>,
+    /// Assigned partitions kept paused until their resume position is known,
+    /// with the fallback their lookup uses when Redis has no position.
+    awaiting: HashMap<TopicPartition, Option<Offset>>,
     /// Fetching is paused for backpressure.
     paused: bool,
     /// Bumped per assignment (and rewind), so late lookups are ignored.
@@ -27,12 +28,22 @@ pub struct Partitions {
 
 impl Partitions {
     /// Newly assigned partitions (paused by the rebalance callback): they
-    /// await their positions. Returns the lookup's generation.
-    pub fn assign(&mut self, parts: &[TopicPartition]) -> u64 {
+    /// await their positions. Returns the lookup's generation and what it
+    /// must look up: every partition still awaiting, not only the new ones,
+    /// since the new generation makes the answer of any lookup still in
+    /// flight stale (a partition it covered would otherwise wait forever).
+    pub fn assign(&mut self, parts: &[TopicPartition]) -> (u64, ResumeAt) {
         self.assigned.extend(parts.iter().cloned());
-        self.awaiting.extend(parts.iter().cloned());
+        for p in parts {
+            self.awaiting.entry(p.clone()).or_insert(None);
+        }
         self.generation += 1;
-        self.generation
+        (self.generation, self.awaiting_lookup())
+    }
+
+    /// The lookup of every awaiting partition, with its fallback.
+    fn awaiting_lookup(&self) -> ResumeAt {
+        self.awaiting.iter().map(|(p, f)| (p.clone(), *f)).collect()
     }
 
     pub fn revoke(&mut self, parts: &[TopicPartition]) {
@@ -42,13 +53,15 @@ impl Partitions {
         }
     }
 
-    /// Every assigned partition awaits its position again. Returns the
-    /// lookup's generation and the partitions (to pause and look up).
-    pub fn rewind(&mut self) -> (u64, Vec<TopicPartition>) {
-        let parts: Vec<TopicPartition> = self.assigned.iter().cloned().collect();
-        self.awaiting.extend(parts.iter().cloned());
+    /// Every assigned partition awaits its position again, falling back to
+    /// `fallback` where Redis has none. Returns the lookup's generation and
+    /// the partitions to pause and look up.
+    pub fn rewind(&mut self, fallback: Option<Offset>) -> (u64, ResumeAt) {
+        for p in &self.assigned {
+            self.awaiting.insert(p.clone(), fallback);
+        }
         self.generation += 1;
-        (self.generation, parts)
+        (self.generation, self.awaiting_lookup())
     }
 
     /// A lookup's answer: the partitions of it that still await their
@@ -60,13 +73,17 @@ impl Partitions {
         }
         offsets
             .into_iter()
-            .filter(|(p, _)| self.awaiting.remove(p))
+            .filter(|(p, _)| self.awaiting.remove(p).is_some())
             .collect()
     }
 
     /// Partitions that fetch unless paused: assigned and positioned.
     pub fn fetching(&self) -> Vec<TopicPartition> {
-        self.assigned.difference(&self.awaiting).cloned().collect()
+        self.assigned
+            .iter()
+            .filter(|p| !self.awaiting.contains_key(*p))
+            .cloned()
+            .collect()
     }
 
     pub fn is_assigned(&self, part: &TopicPartition) -> bool {
@@ -98,8 +115,15 @@ mod tests {
     #[test]
     fn a_stale_lookup_is_ignored_and_a_current_one_resumes_once() {
         let mut parts = Partitions::default();
-        let first = parts.assign(&[tp(0), tp(1)]);
-        let second = parts.assign(&[tp(2)]);
+        let (first, _) = parts.assign(&[tp(0), tp(1)]);
+        let (second, lookup) = parts.assign(&[tp(2)]);
+        let mut asked: Vec<_> = lookup.into_iter().map(|(p, _)| p).collect();
+        asked.sort();
+        assert_eq!(
+            asked,
+            vec![tp(0), tp(1), tp(2)],
+            "the second lookup covers the partitions the stale first one was for"
+        );
         assert!(parts.fetching().is_empty());
         assert!(
             parts
@@ -117,13 +141,22 @@ mod tests {
     #[test]
     fn a_rewind_makes_every_assigned_partition_wait_and_a_revoke_forgets() {
         let mut parts = Partitions::default();
-        let g = parts.assign(&[tp(0), tp(1)]);
+        let (g, _) = parts.assign(&[tp(0), tp(1)]);
         parts.resumed(g, vec![(tp(0), None), (tp(1), None)]);
         parts.revoke(&[tp(1)]);
-        let (g2, waiting) = parts.rewind();
-        assert_eq!(waiting, vec![tp(0)]);
+        let (g2, waiting) = parts.rewind(Some(Offset::Beginning));
+        assert_eq!(waiting, vec![(tp(0), Some(Offset::Beginning))]);
         assert!(g2 > g);
         assert!(parts.fetching().is_empty());
         assert!(!parts.is_assigned(&tp(1)));
+        // A partition assigned during the rewind's lookup: the new lookup
+        // keeps the rewound partition's fallback.
+        let (_, lookup) = parts.assign(&[tp(2)]);
+        let mut lookup = lookup;
+        lookup.sort_by_key(|(p, _)| p.clone());
+        assert_eq!(
+            lookup,
+            vec![(tp(0), Some(Offset::Beginning)), (tp(2), None)]
+        );
     }
 }

@@ -187,8 +187,8 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
             RebalanceEvent::Assigned(parts) => {
                 // The rebalance callback paused them: they start reading
                 // where Redis says once that is known.
-                let generation = self.partitions.assign(&parts);
-                self.look_up(generation, parts.into_iter().map(|p| (p, None)).collect());
+                let (generation, lookup) = self.partitions.assign(&parts);
+                self.look_up(generation, lookup);
             }
             RebalanceEvent::Revoked(parts) => {
                 self.partitions.revoke(&parts);
@@ -292,7 +292,11 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
     /// from the position Redis now has. The fences skip whatever Redis kept.
     fn rewind(&mut self) {
         self.queue.discard_unsent();
-        let (generation, parts) = self.partitions.rewind();
+        // A partition Redis has no position for lost everything it had (or
+        // never had any): it is read again from the beginning of the log,
+        // and the fences skip whatever Redis still has.
+        let (generation, lookup) = self.partitions.rewind(Some(Offset::Beginning));
+        let parts: Vec<TopicPartition> = lookup.iter().map(|(p, _)| p.clone()).collect();
         if let Err(e) = self.source.pause(&parts) {
             tracing::warn!(error = %e, "Could not pause partitions for the rewind.");
         }
@@ -300,11 +304,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
             partitions = parts.len(),
             "Redis lost state (its script cache was empty or its run id changed); re-reading every partition from the position Redis has."
         );
-        // A partition Redis has no position for lost everything it had (or
-        // never had any): it is read again from the beginning of the log,
-        // and the fences skip whatever Redis still has.
-        let parts = parts.into_iter().map(|p| (p, Some(Offset::Beginning)));
-        self.look_up(generation, parts.collect());
+        self.look_up(generation, lookup);
     }
 
     /// After Redis acknowledged a batch: store the offsets of the

@@ -552,3 +552,32 @@ async fn assigned_partitions_wait_paused_until_redis_answers_the_position_lookup
         "partition 0 has no position: it reads from Kafka's committed offset"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn partitions_assigned_while_a_lookup_is_in_flight_all_resume() {
+    let sink = FakeSink::default();
+    // The first lookup fails and retries after 100 ms; meanwhile partition
+    // 2 is assigned, whose lookup makes the first one's answer stale.
+    sink.0.failing_lookups.store(2, Ordering::SeqCst);
+    let h = Harness::start_with(10, 100, sink).await;
+    run_for(50).await;
+    h.rebalances
+        .send(RebalanceEvent::Assigned(vec![tp(2)]))
+        .unwrap();
+    run_for(2_000).await;
+    let resumed: Vec<TopicPartition> = h
+        .source
+        .calls()
+        .into_iter()
+        .flat_map(|c| match c {
+            Call::Resume(parts) => parts,
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(
+        sorted(&resumed),
+        vec![tp(0), tp(1), tp(2)],
+        "every assigned partition fetches once its position is known: {:?}",
+        h.source.calls()
+    );
+}
