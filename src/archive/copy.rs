@@ -1,6 +1,7 @@
 //! Copying one closed period's standings into PostgreSQL: binary `COPY` of
 //! the rows in rank order, chunk by chunk as they are read (memory bounded
-//! by a chunk, not by the board), and the completion row, all in one
+//! by a chunk, not by the board), each with its competition and dense ranks
+//! (SPEC §8.4, counted from the previous row), and the completion row, all in one
 //! transaction. The transaction first takes the period's advisory lock
 //! (`pg_try_advisory_xact_lock`): a second archiver of the same period sees
 //! it taken and leaves the period alone, and a holder that dies (even by
@@ -75,7 +76,7 @@ pub struct Archive {
     client: Client,
 }
 
-const COLUMNS: [Type; 7] = [
+const COLUMNS: [Type; 9] = [
     Type::TEXT,
     Type::TEXT,
     Type::TEXT,
@@ -83,7 +84,33 @@ const COLUMNS: [Type; 7] = [
     Type::INT8,
     Type::TEXT,
     Type::NUMERIC,
+    Type::INT8,
+    Type::INT8,
 ];
+
+/// The ranks of the next row in each style (SPEC §8.4), kept while rows
+/// stream by in rank order: equal values are contiguous, so a row's
+/// competition and dense ranks follow from the previous row alone.
+#[derive(Debug, Default)]
+struct Ranks {
+    ordinal: i64,
+    competition: i64,
+    dense: i64,
+    previous: Option<f64>,
+}
+
+impl Ranks {
+    /// `(ordinal, competition, dense)` of the next row, with value `score`.
+    fn next(&mut self, score: f64) -> (i64, i64, i64) {
+        self.ordinal += 1;
+        if self.previous != Some(score) {
+            self.competition = self.ordinal;
+            self.dense += 1;
+            self.previous = Some(score);
+        }
+        (self.ordinal, self.competition, self.dense)
+    }
+}
 
 impl Archive {
     /// Parses `url` (a permanent fault if it cannot be parsed) and connects.
@@ -186,7 +213,8 @@ impl Archive {
 }
 
 /// Streams the standings into a binary `COPY`, ranked 1, 2, 3... in the
-/// order they come; returns how many rows were written.
+/// order they come (with their competition and dense ranks); returns how
+/// many rows were written.
 async fn write_rows<S>(
     tx: &tokio_postgres::Transaction<'_>,
     key: &PeriodKey,
@@ -197,17 +225,18 @@ where
 {
     let sink = tx
         .copy_in(
-            "COPY rankflow_archive (board, scope, view, period, rank, member, score)
+            "COPY rankflow_archive
+                 (board, scope, view, period, rank, member, score, rank_competition, rank_dense)
              FROM STDIN (FORMAT binary)",
         )
         .await?;
     let writer = BinaryCopyInWriter::new(sink, &COLUMNS);
     futures::pin_mut!(writer);
     futures::pin_mut!(standings);
-    let mut rank: i64 = 0;
+    let mut ranks = Ranks::default();
     while let Some(chunk) = standings.next().await {
         for s in chunk? {
-            rank += 1;
+            let (rank, competition, dense) = ranks.next(s.score);
             let score = Numeric(s.score);
             writer
                 .as_mut()
@@ -219,6 +248,8 @@ where
                     &rank,
                     &s.member,
                     &score,
+                    &competition,
+                    &dense,
                 ])
                 .await?;
         }
@@ -229,4 +260,29 @@ where
 /// Parses a `postgres://` URL (or a `key=value` connection string).
 pub fn parse_url(url: &str) -> Result<tokio_postgres::Config, ArchiveError> {
     tokio_postgres::Config::from_str(url).map_err(|e| ArchiveError::Url(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn styled_ranks_follow_the_hand_made_table() {
+        let mut ranks = Ranks::default();
+        let got: Vec<_> = [50.0, 50.0, 40.0, 40.0, 40.0, 30.0]
+            .into_iter()
+            .map(|s| ranks.next(s))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, 1, 1),
+                (2, 1, 1),
+                (3, 3, 2),
+                (4, 3, 2),
+                (5, 3, 2),
+                (6, 6, 3)
+            ]
+        );
+    }
 }

@@ -1,6 +1,9 @@
 //! Reading archived periods back (SPEC §8.1, "Reads"): whether a complete
 //! copy of a period exists, a page of it by rank, one member's row, the rows
-//! around a member, and the list of a view's archived periods.
+//! of a list of members, the rows around a member, and the list of a view's
+//! archived periods. Ranks come in any style of SPEC §8.4: the ordinal
+//! `rank`, or the competition and dense ranks written at copy time
+//! (`sql/003_rank_styles.sql`).
 //!
 //! Each read is one statement, so it sees one snapshot: the completion row
 //! and the member rows of a period are written in one transaction
@@ -101,6 +104,9 @@ impl ArchiveReadError {
     }
 }
 
+/// The style name of plain 1, 2, 3... ranks (the `rank` column).
+const ORDINAL: &str = "ordinal";
+
 /// A complete copy of a period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArchivedPeriod {
@@ -113,7 +119,8 @@ pub struct ArchivedPeriod {
 /// One member's final standing in an archived period.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArchivedRow {
-    /// 1-based, in the board's order including its tie-break.
+    /// 1-based, in the style the read asked for (ordinal: in the board's
+    /// order including its tie-break).
     pub rank: u64,
     pub member: String,
     pub score: f64,
@@ -163,12 +170,39 @@ pub mod sql {
         };
     }
 
-    /// The period's completion row and its rows ranked `$5 ..= $6`: one
-    /// row with a NULL rank when the page is empty, none when the period
-    /// has no complete copy.
+    /// The rank shown for row `a`, in the style named by parameter `$n`
+    /// (`ordinal`, `competition` or `dense`): the column written at copy
+    /// time, or, for rows archived before those columns existed (NULL),
+    /// the same figure computed over the period (competition: the first
+    /// rank holding the score; dense: distinct scores down to the row).
+    /// `COALESCE` evaluates the fallback only for such rows.
+    macro_rules! styled_rank {
+        ($n:literal) => {
+            concat!(
+                "CASE $",
+                $n,
+                "::text
+                   WHEN 'competition' THEN coalesce(a.rank_competition,
+                       (SELECT min(b.rank) FROM rankflow_archive b
+                         WHERE b.board = $1 AND b.scope = $2 AND b.view = $3
+                           AND b.period = $4 AND b.score = a.score))
+                   WHEN 'dense' THEN coalesce(a.rank_dense,
+                       (SELECT count(DISTINCT b.score) FROM rankflow_archive b
+                         WHERE b.board = $1 AND b.scope = $2 AND b.view = $3
+                           AND b.period = $4 AND b.rank <= a.rank))
+                   ELSE a.rank END"
+            )
+        };
+    }
+
+    /// The period's completion row and its rows ranked `$5 ..= $6`
+    /// (ordinal ranks; shown in style `$7`): one row with a NULL rank when
+    /// the page is empty, none when the period has no complete copy.
     pub const PAGE: &str = concat!(
         period_columns!(),
-        ", true, a.rank, a.member, a.score::float8
+        ", true, ",
+        styled_rank!("7"),
+        ", a.member, a.score::float8
            FROM rankflow_archived_periods p
            LEFT JOIN rankflow_archive a
              ON a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
@@ -177,10 +211,13 @@ pub mod sql {
           ORDER BY a.rank"
     );
 
-    /// The completion row and member `$5`'s row (NULLs if absent).
+    /// The completion row and member `$5`'s row (NULLs if absent), its
+    /// rank in style `$6`.
     pub const MEMBER: &str = concat!(
         period_columns!(),
-        ", a.rank IS NOT NULL, a.rank, a.member, a.score::float8
+        ", a.rank IS NOT NULL, ",
+        styled_rank!("6"),
+        ", a.member, a.score::float8
            FROM rankflow_archived_periods p
            LEFT JOIN rankflow_archive a
              ON a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
@@ -188,10 +225,29 @@ pub mod sql {
           WHERE p.board = $1 AND p.scope = $2 AND p.view = $3 AND p.period = $4"
     );
 
-    /// The completion row and the rows ranked within `$6` of member `$5`.
+    /// The completion row and the rows of the members in `$5` (a text
+    /// array; one row with NULLs when none is there), in rank order, ranks
+    /// in style `$6`.
+    pub const MEMBERS: &str = concat!(
+        period_columns!(),
+        ", true, ",
+        styled_rank!("6"),
+        ", a.member, a.score::float8
+           FROM rankflow_archived_periods p
+           LEFT JOIN rankflow_archive a
+             ON a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
+            AND a.member = ANY ($5::text[])
+          WHERE p.board = $1 AND p.scope = $2 AND p.view = $3 AND p.period = $4
+          ORDER BY a.rank"
+    );
+
+    /// The completion row and the rows ranked within `$6` of member `$5`,
+    /// ranks in style `$7`.
     pub const AROUND: &str = concat!(
         period_columns!(),
-        ", m.rank IS NOT NULL, a.rank, a.member, a.score::float8
+        ", m.rank IS NOT NULL, ",
+        styled_rank!("7"),
+        ", a.member, a.score::float8
            FROM rankflow_archived_periods p
            LEFT JOIN rankflow_archive m
              ON m.board = $1 AND m.scope = $2 AND m.view = $3 AND m.period = $4
@@ -236,6 +292,7 @@ struct Connection {
     client: Client,
     page: Statement,
     member: Statement,
+    members: Statement,
     around: Statement,
     periods: Statement,
 }
@@ -323,6 +380,7 @@ impl ArchiveReader {
         Ok(Connection {
             page: client.prepare(sql::PAGE).await?,
             member: client.prepare(sql::MEMBER).await?,
+            members: client.prepare(sql::MEMBERS).await?,
             around: client.prepare(sql::AROUND).await?,
             periods: client.prepare(sql::PERIODS).await?,
             client,
@@ -361,6 +419,19 @@ impl ArchiveReader {
         first: u64,
         last: u64,
     ) -> Result<Option<ArchivedRows>, ArchiveReadError> {
+        self.page_ranked(key, first, last, ORDINAL).await
+    }
+
+    /// [`Self::page`] with ranks shown in the style named `style`
+    /// (`ordinal`, `competition` or `dense`, SPEC §8.4); the page is still
+    /// ordinal ranks `first ..= last`.
+    pub async fn page_ranked(
+        &self,
+        key: &PeriodKey,
+        first: u64,
+        last: u64,
+        style: &str,
+    ) -> Result<Option<ArchivedRows>, ArchiveReadError> {
         let (first, last) = (as_i64(first), as_i64(last));
         let rows = self
             .query(
@@ -372,6 +443,7 @@ impl ArchiveReader {
                     &key.period,
                     &first,
                     &last,
+                    &style,
                 ],
             )
             .await?;
@@ -385,10 +457,52 @@ impl ArchiveReader {
         key: &PeriodKey,
         member: &str,
     ) -> Result<Option<ArchivedRows>, ArchiveReadError> {
+        self.member_ranked(key, member, ORDINAL).await
+    }
+
+    /// [`Self::member`] with the rank in the style named `style`.
+    pub async fn member_ranked(
+        &self,
+        key: &PeriodKey,
+        member: &str,
+        style: &str,
+    ) -> Result<Option<ArchivedRows>, ArchiveReadError> {
         let rows = self
             .query(
                 |c| &c.member,
-                &[&key.board, &key.scope, &key.view, &key.period, &member],
+                &[
+                    &key.board,
+                    &key.scope,
+                    &key.view,
+                    &key.period,
+                    &member,
+                    &style,
+                ],
+            )
+            .await?;
+        standings(&rows)
+    }
+
+    /// The rows of those of `members` that are in a period, in rank order
+    /// with ranks in the style named `style` (one statement: `member =
+    /// ANY`), or `None` if the period has no complete copy.
+    pub async fn members(
+        &self,
+        key: &PeriodKey,
+        members: &[String],
+        style: &str,
+    ) -> Result<Option<ArchivedRows>, ArchiveReadError> {
+        let rows = self
+            .query(
+                |c| &c.members,
+                &[
+                    &key.board,
+                    &key.scope,
+                    &key.view,
+                    &key.period,
+                    &members,
+                    &style,
+                ],
             )
             .await?;
         standings(&rows)
@@ -402,6 +516,17 @@ impl ArchiveReader {
         member: &str,
         radius: u64,
     ) -> Result<Option<ArchivedRows>, ArchiveReadError> {
+        self.around_ranked(key, member, radius, ORDINAL).await
+    }
+
+    /// [`Self::around`] with ranks in the style named `style`.
+    pub async fn around_ranked(
+        &self,
+        key: &PeriodKey,
+        member: &str,
+        radius: u64,
+        style: &str,
+    ) -> Result<Option<ArchivedRows>, ArchiveReadError> {
         let radius = as_i64(radius);
         let rows = self
             .query(
@@ -413,6 +538,7 @@ impl ArchiveReader {
                     &key.period,
                     &member,
                     &radius,
+                    &style,
                 ],
             )
             .await?;
@@ -460,7 +586,8 @@ fn as_u64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-/// Decodes the rows of [`sql::PAGE`], [`sql::MEMBER`] or [`sql::AROUND`].
+/// Decodes the rows of [`sql::PAGE`], [`sql::MEMBER`], [`sql::MEMBERS`]
+/// or [`sql::AROUND`].
 fn standings(rows: &[Row]) -> Result<Option<ArchivedRows>, ArchiveReadError> {
     let Some(first) = rows.first() else {
         return Ok(None);
@@ -560,7 +687,13 @@ mod tests {
 
     #[test]
     fn the_statements_use_the_tables_of_the_schema() {
-        for sql in [sql::PAGE, sql::MEMBER, sql::AROUND, sql::PERIODS] {
+        for sql in [
+            sql::PAGE,
+            sql::MEMBER,
+            sql::MEMBERS,
+            sql::AROUND,
+            sql::PERIODS,
+        ] {
             assert!(sql.contains("rankflow_archived_periods"), "{sql}");
         }
         assert!(sql::PAGE.starts_with("SELECT p.members"));

@@ -32,6 +32,11 @@ pub const MIGRATIONS: &[Migration] = &[
         description: "when each period was announced on the closed topic",
         sql: include_str!("sql/002_announced.sql"),
     },
+    Migration {
+        version: 3,
+        description: "competition and dense ranks of archived rows",
+        sql: include_str!("sql/003_rank_styles.sql"),
+    },
 ];
 
 /// The schema version this rankflow writes.
