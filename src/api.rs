@@ -2,6 +2,10 @@
 //! `/metrics`, all on one port. Handlers translate; the reading itself is in
 //! [`crate::reader`], the query parameters are checked in [`params`].
 //!
+//! Every read of ranks takes `rank=ordinal|competition|dense` (SPEC §8.4),
+//! and `.../members?ids=a,b,c` (or `POST .../members` with a JSON list of
+//! ids) reads a list of members at once (a friends board).
+//!
 //! Reads of a past period come from Redis or, once its keys are gone, from
 //! the archive (SPEC §8.1); every list and member answer says which in
 //! `"source"`, and `/v1/boards/{board}/{view}/periods` lists a view's
@@ -19,6 +23,7 @@ mod params;
 
 use std::sync::{Arc, OnceLock};
 
+use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
@@ -55,6 +60,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/v1/boards", get(list_boards))
         .route("/v1/boards/{board}/{view}/top", get(top))
+        .route(
+            "/v1/boards/{board}/{view}/members",
+            get(members_get).post(members_post),
+        )
         .route("/v1/boards/{board}/{view}/members/{member}", get(member))
         .route("/v1/boards/{board}/{view}/around/{member}", get(around))
         .route("/v1/boards/{board}/{view}/periods", get(periods))
@@ -303,6 +312,7 @@ async fn no_route(method: Method, uri: Uri) -> ApiError {
         format!(
             "no route for {method} {}; the routes are /v1/boards, \
              /v1/boards/{{board}}/{{view}}/top, .../members/{{member}}, \
+             .../members?ids=..., \
              .../around/{{member}}, .../periods, /healthz and /metrics",
             uri.path()
         ),
@@ -312,7 +322,16 @@ async fn no_route(method: Method, uri: Uri) -> ApiError {
 async fn wrong_method(method: Method, uri: Uri) -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        format!("{} takes GET, not {method}", uri.path()),
+        format!(
+            "{} takes {}, not {method}",
+            uri.path(),
+            // Only a members list may be sent as a body.
+            if uri.path().ends_with("/members") {
+                "GET or POST"
+            } else {
+                "GET"
+            }
+        ),
     )
 }
 
@@ -336,8 +355,12 @@ async fn top(
 ) -> Result<Json<reader::List>, ApiError> {
     let mut p = Params::parse(&pairs, Route::Top)?;
     let (offset, limit) = (p.offset.take().unwrap_or(0), p.limit.take().unwrap_or(10));
+    let rank = p.rank.take().unwrap_or_default();
     let q = query(board, view, p);
-    Ok(Json(reader_for(&s, &q)?.top(&q, offset, limit).await?))
+    let list = reader_for(&s, &q)?
+        .top_ranked(&q, offset, limit, rank)
+        .await?;
+    Ok(Json(list))
 }
 
 async fn member(
@@ -345,8 +368,75 @@ async fn member(
     Segments((board, view, member)): Segments<(String, String, String)>,
     QueryPairs(pairs): QueryPairs,
 ) -> Result<Json<reader::MemberEntry>, ApiError> {
-    let q = query(board, view, Params::parse(&pairs, Route::Member)?);
-    Ok(Json(reader_for(&s, &q)?.member(&q, &member).await?))
+    let mut p = Params::parse(&pairs, Route::Member)?;
+    let rank = p.rank.take().unwrap_or_default();
+    let q = query(board, view, p);
+    let entry = reader_for(&s, &q)?.member_ranked(&q, &member, rank).await?;
+    Ok(Json(entry))
+}
+
+/// `GET .../members?ids=a,b,c`.
+async fn members_get(
+    State(s): State<ApiState>,
+    Segments((board, view)): Segments<(String, String)>,
+    QueryPairs(pairs): QueryPairs,
+) -> Result<Json<reader::MemberList>, ApiError> {
+    let mut p = Params::parse(&pairs, Route::Members)?;
+    let ids = p.ids.take().ok_or_else(|| {
+        BadParam::new(
+            "ids",
+            "give ids=<member>,<member>,... (or POST a JSON list)",
+        )
+    })?;
+    members_of(&s, board, view, p, &ids).await
+}
+
+/// `POST .../members` with a JSON list of ids as the body.
+async fn members_post(
+    State(s): State<ApiState>,
+    Segments((board, view)): Segments<(String, String)>,
+    QueryPairs(pairs): QueryPairs,
+    body: Bytes,
+) -> Result<Json<reader::MemberList>, ApiError> {
+    let p = Params::parse(&pairs, Route::MembersPost)?;
+    let ids = id_body(&body)?;
+    members_of(&s, board, view, p, &ids).await
+}
+
+async fn members_of(
+    s: &ApiState,
+    board: String,
+    view: String,
+    mut p: Params,
+    ids: &[String],
+) -> Result<Json<reader::MemberList>, ApiError> {
+    let rank = p.rank.take().unwrap_or_default();
+    let q = query(board, view, p);
+    Ok(Json(reader_for(s, &q)?.members(&q, ids, rank).await?))
+}
+
+/// The ids of a `POST .../members` body: a JSON list of strings. Anything
+/// else is a 400 naming `ids`, as a bad `ids=` would be.
+fn id_body(body: &[u8]) -> Result<Vec<String>, BadParam> {
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| BadParam::new("ids", format!("ids: the body is not JSON: {e}")))?;
+    let serde_json::Value::Array(items) = value else {
+        return Err(BadParam::new(
+            "ids",
+            "ids: the body must be a JSON list of member ids",
+        ));
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            serde_json::Value::String(id) => Ok(id),
+            other => Err(BadParam::new(
+                "ids",
+                format!("ids: item {i} is not a string but {other}"),
+            )),
+        })
+        .collect()
 }
 
 async fn around(
@@ -356,8 +446,12 @@ async fn around(
 ) -> Result<Json<reader::List>, ApiError> {
     let mut p = Params::parse(&pairs, Route::Around)?;
     let radius = p.radius.take().unwrap_or(5);
+    let rank = p.rank.take().unwrap_or_default();
     let q = query(board, view, p);
-    Ok(Json(reader_for(&s, &q)?.around(&q, &member, radius).await?))
+    let list = reader_for(&s, &q)?
+        .around_ranked(&q, &member, radius, rank)
+        .await?;
+    Ok(Json(list))
 }
 
 async fn periods(

@@ -16,7 +16,7 @@ use crate::board::period::{PeriodKind, period_of};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::event::EventType;
-use crate::reader::{List, Query, Reader};
+use crate::reader::{List, Query, RankStyle, Reader};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -115,6 +115,10 @@ pub struct TopArgs {
     pub period: Option<String>,
     #[arg(long, default_value_t = 10)]
     pub limit: usize,
+    /// Rank style (SPEC §8.4): `ordinal` (1,2,3,4), `competition` (1,1,3)
+    /// or `dense` (1,1,2).
+    #[arg(long, default_value = "ordinal", value_parser = parse_rank)]
+    pub rank: RankStyle,
     /// Redraw every second until interrupted.
     #[arg(long)]
     pub watch: bool,
@@ -251,6 +255,14 @@ pub fn parse_types(names: &[String]) -> Result<Vec<EventType>, String> {
         .collect()
 }
 
+/// `--rank`: a style by name, or the list of names.
+fn parse_rank(raw: &str) -> Result<RankStyle, String> {
+    RankStyle::parse(raw).ok_or_else(|| {
+        let names: Vec<&str> = RankStyle::ALL.iter().map(|s| s.name()).collect();
+        format!("must be one of {}, got {raw:?}", names.join(", "))
+    })
+}
+
 /// Renders a board page as a table.
 pub fn render(list: &List) -> String {
     let mut out = String::new();
@@ -287,10 +299,11 @@ pub async fn top(
     reader: &Reader,
     q: &Query,
     limit: usize,
+    rank: RankStyle,
     watch: bool,
 ) -> Result<(), crate::reader::ReadError> {
     loop {
-        let list = reader.top(q, 0, limit).await?;
+        let list = reader.top_ranked(q, 0, limit, rank).await?;
         if watch {
             // Clear the screen and home the cursor, so the board redraws in place.
             print!("\x1b[2J\x1b[H");

@@ -193,7 +193,7 @@ async fn top(args: TopArgs, clock: SharedClock) -> anyhow::Result<ExitCode> {
         scope: args.scope,
         period: args.period,
     };
-    cli::top(&reader, &q, args.limit, args.watch).await?;
+    cli::top(&reader, &q, args.limit, args.rank, args.watch).await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -9,11 +9,16 @@
 //! A past period is read from Redis while its key exists and from the
 //! archive (SPEC §8.1) once it is gone, with the same JSON but for
 //! `"source"`; a past period found in neither never had events (404).
-//! Both sources produce ordinal ranks through [`Entry`], the one place a
-//! rank style (SPEC §8.4) will be applied. The list of a view's periods is
-//! in [`periods`].
+//! Every read takes a rank style (SPEC §8.4, [`RankStyle`]): ordinal ranks
+//! come from `ZRANGE`/`ZRANK` as before; competition and dense ranks, and
+//! lists of members ([`Reader::members`]), from the read script of
+//! [`styled`], numbered by [`ranks::Styler`] (the one place a board kind's
+//! notion of "equal values" turns into ranks); archived periods carry all
+//! three ranks. The list of a view's periods is in [`periods`].
 
 mod periods;
+pub mod ranks;
+mod styled;
 
 use std::sync::Arc;
 
@@ -31,6 +36,10 @@ use crate::clock::SharedClock;
 use crate::sink::store::{Store, StoreError, server_error};
 
 pub use periods::{PeriodInfo, PeriodList, periodic_view};
+pub use ranks::RankStyle;
+
+/// Most ids one members read takes (SPEC §8.4).
+pub const MAX_IDS: usize = 1000;
 
 /// Largest page a read may ask for (`limit`).
 pub const MAX_LIMIT: usize = 1000;
@@ -90,6 +99,20 @@ pub struct List {
     pub total: u64,
     pub entries: Vec<Entry>,
     pub source: Source,
+}
+
+/// The entries of a list of members (a friends board), in rank order with
+/// their global ranks, and the ids not on the board, in request order.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberList {
+    pub board: String,
+    pub view: String,
+    pub period: Option<String>,
+    pub scope: Option<String>,
+    pub source: Source,
+    pub total: u64,
+    pub entries: Vec<Entry>,
+    pub missing: Vec<String>,
 }
 
 /// One member's entry, and where it was read.
@@ -382,11 +405,23 @@ impl Reader {
         }
     }
 
-    /// Members ranked `offset+1 ..= offset+limit`. A `limit` over
-    /// [`MAX_LIMIT`] or an `offset` over [`MAX_OFFSET`] is refused, never
-    /// capped: the caller would otherwise get fewer entries than it asked for
-    /// with no way to tell.
+    /// Members ranked `offset+1 ..= offset+limit`, ordinal ranks.
     pub async fn top(&self, q: &Query, offset: usize, limit: usize) -> Result<List, ReadError> {
+        self.top_ranked(q, offset, limit, RankStyle::Ordinal).await
+    }
+
+    /// Members ranked `offset+1 ..= offset+limit` (in the board's order),
+    /// shown with ranks in `style`. A `limit` over [`MAX_LIMIT`] or an
+    /// `offset` over [`MAX_OFFSET`] is refused, never capped: the caller
+    /// would otherwise get fewer entries than it asked for with no way to
+    /// tell.
+    pub async fn top_ranked(
+        &self,
+        q: &Query,
+        offset: usize,
+        limit: usize,
+        style: RankStyle,
+    ) -> Result<List, ReadError> {
         check_bound("limit", limit, MAX_LIMIT).map_err(ReadError::BadRequest)?;
         check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
         let at = self.locate(q)?;
@@ -394,45 +429,142 @@ impl Reader {
         // Widened before adding: the bounds above keep the sum far below
         // i64::MAX, the largest index ZRANGE takes, on any platform.
         let (start, count) = (offset as u64, limit as u64);
-        let mut cmds = vec![redis::cmd("ZCARD").arg(&at.key).clone()];
-        if count > 0 {
-            cmds.push(self.range_cmd(&at, start, start + count - 1));
-        }
-        // One round trip, so the count and the page come from one look.
-        let replies = self.store.pipeline(&cmds, self.store.epoch()).await?;
-        let total: u64 = reply(&replies, 0)?;
+        let (total, entries) = if count > 0 && style != RankStyle::Ordinal {
+            self.styled_range(&at, start, start + count - 1, style)
+                .await?
+        } else {
+            self.ordinal_range(&at, start, count).await?
+        };
         if total == 0
             && let Some(key) = &at.past
         {
             let rows = match &self.archive {
-                Some(a) => a.page(key, start + 1, start + count).await?,
+                Some(a) => {
+                    a.page_ranked(key, start + 1, start + count, style.name())
+                        .await?
+                }
                 None => None,
             };
             let rows = self.found(&at, rows)?;
             let entries = rows.rows.into_iter().map(Entry::from).collect();
             return Ok(self.list(q, &at, rows.period.members, entries, Source::Archive));
         }
-        let entries = if count == 0 {
-            Vec::new()
-        } else {
-            self.entries(&at, start, reply(&replies, 1)?)
-        };
         Ok(self.list(q, &at, total, entries, Source::Live))
     }
 
-    /// One member's rank and score.
+    /// The view's size and `count` entries from 0-based `start`, ordinal.
+    async fn ordinal_range(
+        &self,
+        at: &Located<'_>,
+        start: u64,
+        count: u64,
+    ) -> Result<(u64, Vec<Entry>), ReadError> {
+        let mut cmds = vec![redis::cmd("ZCARD").arg(&at.key).clone()];
+        if count > 0 {
+            cmds.push(self.range_cmd(at, start, start + count - 1));
+        }
+        // One round trip, so the count and the page come from one look.
+        let replies = self.store.pipeline(&cmds, self.store.epoch()).await?;
+        let total: u64 = reply(&replies, 0)?;
+        let entries = if count == 0 {
+            Vec::new()
+        } else {
+            self.entries(at, start, reply(&replies, 1)?)
+        };
+        Ok((total, entries))
+    }
+
+    /// The entries of the members `ids` (at most [`MAX_IDS`], at least
+    /// one; repeats count once) in rank order with their global ranks in
+    /// `style`, and the ids not on the board in request order. Live: one
+    /// call of the read script; archived: one statement.
+    pub async fn members(
+        &self,
+        q: &Query,
+        ids: &[String],
+        style: RankStyle,
+    ) -> Result<MemberList, ReadError> {
+        if ids.is_empty() {
+            return Err(ReadError::bad("ids", "ids must name at least one member"));
+        }
+        if ids.len() > MAX_IDS {
+            return Err(ReadError::bad(
+                "ids",
+                format!("ids takes at most {MAX_IDS} members, got {}", ids.len()),
+            ));
+        }
+        let mut unique: Vec<String> = Vec::with_capacity(ids.len());
+        for id in ids {
+            if !unique.contains(id) {
+                unique.push(id.clone());
+            }
+        }
+        let at = self.locate(q)?;
+        self.prepare(&at).await?;
+        let live = self.live_members(&at, &unique, style).await?;
+        let (total, entries, source) = match &at.past {
+            Some(key) if live.total == 0 => {
+                let rows = match &self.archive {
+                    Some(a) => a.members(key, &unique, style.name()).await?,
+                    None => None,
+                };
+                let rows = self.found(&at, rows)?;
+                let entries = rows.rows.into_iter().map(Entry::from).collect();
+                (rows.period.members, entries, Source::Archive)
+            }
+            _ => (live.total, live.entries, Source::Live),
+        };
+        let on_board: std::collections::HashSet<&str> =
+            entries.iter().map(|e: &Entry| e.member.as_str()).collect();
+        let missing = unique
+            .iter()
+            .filter(|id| !on_board.contains(id.as_str()))
+            .cloned()
+            .collect();
+        Ok(MemberList {
+            board: at.board.name.clone(),
+            view: q.view.clone(),
+            period: at.period.clone(),
+            scope: q.scope.clone(),
+            source,
+            total,
+            entries,
+            missing,
+        })
+    }
+
+    /// One member's rank (ordinal) and score.
     pub async fn member(&self, q: &Query, member: &str) -> Result<MemberEntry, ReadError> {
+        self.member_ranked(q, member, RankStyle::Ordinal).await
+    }
+
+    /// One member's rank in `style` and score.
+    pub async fn member_ranked(
+        &self,
+        q: &Query,
+        member: &str,
+        style: RankStyle,
+    ) -> Result<MemberEntry, ReadError> {
         let at = self.locate(q)?;
         self.prepare(&at).await?;
         let not_found = || ReadError::MemberNotFound {
             member: member.to_string(),
         };
-        let live = self.rank_of(&at, member).await?;
-        if !live.exists
-            && let Some(key) = &at.past
-        {
+        let (exists, live) = if style == RankStyle::Ordinal {
+            let live = self.rank_of(&at, member).await?;
+            let entry = live.hit.map(|(rank, score)| Entry {
+                rank: rank + 1,
+                member: member.to_string(),
+                score,
+            });
+            (live.exists, entry)
+        } else {
+            let live = self.live_members(&at, &[member.to_string()], style).await?;
+            (live.total > 0, live.entries.into_iter().next())
+        };
+        if !exists && let Some(key) = &at.past {
             let rows = match &self.archive {
-                Some(a) => a.member(key, member).await?,
+                Some(a) => a.member_ranked(key, member, style.name()).await?,
                 None => None,
             };
             let rows = self.found(&at, rows)?;
@@ -441,18 +573,26 @@ impl Reader {
                 .map(|r| MemberEntry::new(r.into(), Source::Archive))
                 .ok_or_else(not_found);
         }
-        let (rank, score) = live.hit.ok_or_else(not_found)?;
-        let entry = Entry {
-            rank: rank + 1,
-            member: member.to_string(),
-            score,
-        };
+        let entry = live.ok_or_else(not_found)?;
         Ok(MemberEntry::new(entry, Source::Live))
     }
 
-    /// The member and up to `radius` neighbours on each side.
-    /// A `radius` over [`MAX_RADIUS`] is refused, never capped.
+    /// The member and up to `radius` neighbours on each side, ordinal.
     pub async fn around(&self, q: &Query, member: &str, radius: usize) -> Result<List, ReadError> {
+        self.around_ranked(q, member, radius, RankStyle::Ordinal)
+            .await
+    }
+
+    /// The member and up to `radius` neighbours on each side (in the
+    /// board's order), ranked in `style`. A `radius` over [`MAX_RADIUS`] is
+    /// refused, never capped.
+    pub async fn around_ranked(
+        &self,
+        q: &Query,
+        member: &str,
+        radius: usize,
+        style: RankStyle,
+    ) -> Result<List, ReadError> {
         check_bound("radius", radius, MAX_RADIUS).map_err(ReadError::BadRequest)?;
         let radius = radius as u64;
         let at = self.locate(q)?;
@@ -465,7 +605,7 @@ impl Reader {
             && let Some(key) = &at.past
         {
             let rows = match &self.archive {
-                Some(a) => a.around(key, member, radius).await?,
+                Some(a) => a.around_ranked(key, member, radius, style.name()).await?,
                 None => None,
             };
             let rows = self.found(&at, rows)?;
@@ -477,13 +617,13 @@ impl Reader {
         }
         let (rank, _) = live.hit.ok_or_else(not_found)?;
         let start = rank.saturating_sub(radius);
-        let cmds = [
-            self.range_cmd(&at, start, rank + radius),
-            redis::cmd("ZCARD").arg(&at.key).clone(),
-        ];
-        let replies = self.store.pipeline(&cmds, self.store.epoch()).await?;
-        let entries = self.entries(&at, start, reply(&replies, 0)?);
-        Ok(self.list(q, &at, reply(&replies, 1)?, entries, Source::Live))
+        let (total, entries) = if style == RankStyle::Ordinal {
+            self.ordinal_range(&at, start, rank + radius - start + 1)
+                .await?
+        } else {
+            self.styled_range(&at, start, rank + radius, style).await?
+        };
+        Ok(self.list(q, &at, total, entries, Source::Live))
     }
 
     /// The rows of a complete copy (read from the archive, if there is

@@ -13,11 +13,13 @@
 //! (`rank=ordinal|competition|dense`, SPEC §8.4) implements [`Choice`] and
 //! its arm is `p.rank = Some(choice(name, raw)?)`.
 
-use crate::reader::{BadParam, MAX_LIMIT, MAX_OFFSET, MAX_RADIUS, out_of_range};
+use crate::reader::{BadParam, MAX_LIMIT, MAX_OFFSET, MAX_RADIUS, RankStyle, out_of_range};
 
 /// Every parameter any read route takes, for telling "unknown" from "not
 /// taken by this route" in errors.
-const KNOWN: &[&str] = &["scope", "period", "limit", "offset", "radius"];
+const KNOWN: &[&str] = &[
+    "scope", "period", "limit", "offset", "radius", "rank", "ids",
+];
 
 /// The read routes, each with the parameters it takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +27,10 @@ pub(crate) enum Route {
     Top,
     Member,
     Around,
+    /// `GET .../members?ids=a,b,c`.
+    Members,
+    /// `POST .../members` (the ids are the body).
+    MembersPost,
     Periods,
 }
 
@@ -34,15 +40,18 @@ impl Route {
             Route::Top => "top",
             Route::Member => "members",
             Route::Around => "around",
+            Route::Members | Route::MembersPost => "members",
             Route::Periods => "periods",
         }
     }
 
     fn takes(self) -> &'static [&'static str] {
         match self {
-            Route::Top => &["scope", "period", "limit", "offset"],
-            Route::Member => &["scope", "period"],
-            Route::Around => &["scope", "period", "radius"],
+            Route::Top => &["scope", "period", "limit", "offset", "rank"],
+            Route::Member => &["scope", "period", "rank"],
+            Route::Around => &["scope", "period", "radius", "rank"],
+            Route::Members => &["scope", "period", "rank", "ids"],
+            Route::MembersPost => &["scope", "period", "rank"],
             Route::Periods => &["scope", "limit", "offset"],
         }
     }
@@ -56,6 +65,8 @@ pub(crate) struct Params {
     pub limit: Option<usize>,
     pub offset: Option<usize>,
     pub radius: Option<usize>,
+    pub rank: Option<RankStyle>,
+    pub ids: Option<Vec<String>>,
 }
 
 impl Params {
@@ -89,6 +100,8 @@ impl Params {
             "limit" => self.limit = Some(count(name, raw, MAX_LIMIT)?),
             "offset" => self.offset = Some(count(name, raw, MAX_OFFSET)?),
             "radius" => self.radius = Some(count(name, raw, MAX_RADIUS)?),
+            "rank" => self.rank = Some(choice(name, raw)?),
+            "ids" => self.ids = Some(id_list(raw)?),
             // `parse` only passes names a route takes, all of which are above.
             other => return Err(not_taken(other, route)),
         }
@@ -128,8 +141,31 @@ fn count(name: &str, raw: &str, max: usize) -> Result<usize, BadParam> {
     }
 }
 
+/// `ids=a,b,c`: the members, comma-separated (an id with a comma in it
+/// goes in a `POST` body instead). The count is checked by the reader.
+fn id_list(raw: &str) -> Result<Vec<String>, BadParam> {
+    if raw.is_empty() {
+        return Err(BadParam::new("ids", "ids must name at least one member"));
+    }
+    let ids: Vec<String> = raw.split(',').map(str::to_string).collect();
+    if ids.iter().any(String::is_empty) {
+        return Err(BadParam::new(
+            "ids",
+            format!("ids has an empty member id in {raw:?}"),
+        ));
+    }
+    Ok(ids)
+}
+
+impl Choice for RankStyle {
+    const VALUES: &'static [(&'static str, RankStyle)] = &[
+        ("ordinal", RankStyle::Ordinal),
+        ("competition", RankStyle::Competition),
+        ("dense", RankStyle::Dense),
+    ];
+}
+
 /// A parameter with a fixed set of values, such as `rank` (SPEC §8.4).
-#[cfg_attr(not(test), allow(dead_code))] // first user: rank= (SPEC §8.4)
 pub(crate) trait Choice: Sized + Copy + 'static {
     /// Each accepted spelling and its value, in the order the error lists them.
     const VALUES: &'static [(&'static str, Self)];
@@ -137,7 +173,6 @@ pub(crate) trait Choice: Sized + Copy + 'static {
 
 /// The value of an enumerated parameter; an unknown value is refused with
 /// the list of accepted ones.
-#[cfg_attr(not(test), allow(dead_code))] // first user: rank= (SPEC §8.4)
 pub(crate) fn choice<T: Choice>(name: &str, raw: &str) -> Result<T, BadParam> {
     T::VALUES
         .iter()
@@ -227,17 +262,43 @@ mod tests {
         assert_eq!(e.param, "limt");
         assert_eq!(
             e.message,
-            "unknown query parameter \"limt\"; top takes: scope, period, limit, offset"
+            "unknown query parameter \"limt\"; top takes: scope, period, limit, offset, rank"
         );
         let e = err(&[("radius", "2")], Route::Top);
         assert_eq!(
             e.message,
-            "radius does not apply to top; it takes: scope, period, limit, offset"
+            "radius does not apply to top; it takes: scope, period, limit, offset, rank"
         );
         let e = err(&[("limit", "5")], Route::Member);
         assert_eq!(e.param, "limit");
         let e = err(&[("limit", "5"), ("limit", "6")], Route::Top);
         assert_eq!(e.message, "limit is given more than once; give it once");
+    }
+
+    #[test]
+    fn rank_and_ids_are_checked_where_they_are_taken() {
+        let p = Params::parse(&pairs(&[("rank", "dense")]), Route::Around);
+        assert_eq!(p.map(|p| p.rank), Ok(Some(RankStyle::Dense)));
+        let e = err(&[("rank", "olympic")], Route::Top);
+        assert_eq!(
+            (e.param.as_str(), e.message.as_str()),
+            (
+                "rank",
+                "rank must be one of ordinal, competition, dense, got \"olympic\""
+            )
+        );
+        let p = Params::parse(&pairs(&[("ids", "a,b,a")]), Route::Members);
+        assert_eq!(
+            p.map(|p| p.ids),
+            Ok(Some(vec!["a".into(), "b".into(), "a".into()]))
+        );
+        for bad in ["", "a,,b", "a,"] {
+            assert_eq!(err(&[("ids", bad)], Route::Members).param, "ids");
+        }
+        // A POST carries its ids in the body only; other routes take none.
+        assert_eq!(err(&[("ids", "a")], Route::MembersPost).param, "ids");
+        assert_eq!(err(&[("ids", "a")], Route::Top).param, "ids");
+        assert_eq!(err(&[("rank", "dense")], Route::Periods).param, "rank");
     }
 
     #[derive(Debug, Clone, Copy, PartialEq)]

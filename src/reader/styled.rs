@@ -1,0 +1,175 @@
+//! Live reads that need more than `ZRANGE`/`ZRANK`: ranks in the
+//! competition and dense styles (SPEC §8.4) and the entries of a list of
+//! members (a friends board), each one call of the read script
+//! (`ranks.lua`), so a page and the counts its ranks come from are one
+//! atomic look at the view, in one round trip. The numbering itself is
+//! [`Styler`]'s.
+
+use std::collections::HashMap;
+
+use redis::Value;
+
+use super::ranks::{self, DENSE_BUDGET, RankStyle, Styler};
+use super::{Entry, Located, ReadError, Reader};
+use crate::board::Order;
+use crate::board::keys;
+use crate::sink::store::StoreError;
+
+/// What one read-script call (and its dense continuations) returned.
+struct Counted {
+    /// Members in the view (0: no key).
+    total: u64,
+    /// The mode's rows, flat.
+    rows: Vec<Value>,
+    /// For each distinct score asked about (as Redis prints it), the count
+    /// of better members (competition) or distinct better scores (dense).
+    counts: HashMap<String, u64>,
+}
+
+/// A list of members read from Redis.
+pub(super) struct LiveMembers {
+    pub total: u64,
+    /// In rank order, ranked in the style asked for.
+    pub entries: Vec<Entry>,
+}
+
+fn order_name(order: Order) -> &'static str {
+    match order {
+        Order::Desc => "desc",
+        Order::Asc => "asc",
+    }
+}
+
+fn convert<T: redis::FromRedisValue>(v: Value) -> Result<T, StoreError> {
+    redis::from_redis_value(v).map_err(|e| StoreError::Protocol(e.to_string()))
+}
+
+type Reply = (u64, Vec<Value>, Vec<String>, Vec<u64>, Vec<Value>);
+
+impl Reader {
+    /// Runs the read script in `mode` with `extra` arguments, then, while
+    /// a dense walk ran out of budget, continues it in further calls (each
+    /// bounded; the whole is then no longer one atomic look, which only a
+    /// board changing during a very long walk could notice).
+    async fn counted(
+        &self,
+        at: &Located<'_>,
+        mode: &str,
+        style: RankStyle,
+        extra: Vec<String>,
+    ) -> Result<Counted, ReadError> {
+        let helper = keys::helper(&at.key, "t");
+        let keys: Vec<&str> = match mode {
+            "members" => vec![&at.key, &helper],
+            _ => vec![&at.key],
+        };
+        let head = |mode: &str| {
+            vec![
+                mode.to_string(),
+                order_name(at.board.order).to_string(),
+                style.name().to_string(),
+                DENSE_BUDGET.to_string(),
+            ]
+        };
+        let mut args = head(mode);
+        args.extend(extra);
+        let reply = ranks::eval(&self.store, &keys, &args).await?;
+        let (total, rows, targets, mut counts, mut resume): Reply = convert(reply)?;
+        while let [count, bound] = resume.as_slice() {
+            let done = counts.len().min(targets.len());
+            tracing::debug!(
+                key = %at.key,
+                done,
+                left = targets.len() - done,
+                "A dense rank walk ran out of its per-call budget; continuing it."
+            );
+            let mut args = head("walk");
+            args.push(convert::<u64>(count.clone())?.to_string());
+            args.push(convert::<String>(bound.clone())?);
+            args.extend(targets[done..].iter().cloned());
+            let reply = ranks::eval(&self.store, &keys[..1], &args).await?;
+            let (_, _, _, more, next): Reply = convert(reply)?;
+            counts.extend(more);
+            resume = next;
+        }
+        Ok(Counted {
+            total,
+            rows,
+            counts: targets.into_iter().zip(counts).collect(),
+        })
+    }
+
+    /// 0-based ranks `start ..= stop` ranked in `style`, and the view's
+    /// size, in one call.
+    pub(super) async fn styled_range(
+        &self,
+        at: &Located<'_>,
+        start: u64,
+        stop: u64,
+        style: RankStyle,
+    ) -> Result<(u64, Vec<Entry>), ReadError> {
+        let extra = vec![start.to_string(), stop.to_string()];
+        let counted = self.counted(at, "range", style, extra).await?;
+        let raw: Vec<(Vec<u8>, f64)> = convert(Value::Array(counted.rows))?;
+        let first = raw.first().map(|(_, s)| *s);
+        let mut entries = self.entries(at, start, raw);
+        // The script counted the page's first score (its only target).
+        let better = counted.counts.values().next().copied().unwrap_or(0);
+        debug_assert!(first.is_none() || counted.counts.len() <= 1);
+        let ranked: Vec<(u64, f64)> = entries.iter().map(|e| (e.rank, e.score)).collect();
+        for (e, rank) in entries
+            .iter_mut()
+            .zip(Styler::new(style, better).page(&ranked))
+        {
+            e.rank = rank;
+        }
+        Ok((counted.total, entries))
+    }
+
+    /// The entries of those of `ids` (distinct) that are in the view, in
+    /// rank order and ranked in `style`, in one call.
+    pub(super) async fn live_members(
+        &self,
+        at: &Located<'_>,
+        ids: &[String],
+        style: RankStyle,
+    ) -> Result<LiveMembers, ReadError> {
+        let mut extra = vec![at.board.tie_key.code().to_string()];
+        extra.extend(ids.iter().cloned());
+        let counted = self.counted(at, "members", style, extra).await?;
+        let mut found = Vec::with_capacity(counted.rows.len() / 3);
+        for row in counted.rows.chunks(3) {
+            let [index, rank, score] = row else {
+                return Err(StoreError::Protocol("a members row is not a triple".into()).into());
+            };
+            let index: usize = convert(index.clone())?;
+            let rank: u64 = convert(rank.clone())?;
+            let score: String = convert(score.clone())?;
+            let Some(member) = index.checked_sub(1).and_then(|i| ids.get(i)) else {
+                return Err(StoreError::Protocol(format!("no id at index {index}")).into());
+            };
+            let value: f64 = score
+                .parse()
+                .map_err(|_| StoreError::Protocol(format!("score {score:?} is not a number")))?;
+            let shown = match style {
+                RankStyle::Ordinal => rank + 1,
+                _ => counted.counts.get(&score).copied().unwrap_or(0) + 1,
+            };
+            found.push((
+                rank,
+                Entry {
+                    rank: shown,
+                    member: member.clone(),
+                    score: value,
+                },
+            ));
+        }
+        // In the board's order (ordinal ranks are distinct; styled ranks
+        // grow with them).
+        found.sort_by_key(|(ordinal, _)| *ordinal);
+        Ok(LiveMembers {
+            total: counted.total,
+            entries: found.into_iter().map(|(_, e)| e).collect(),
+        })
+    }
+}
