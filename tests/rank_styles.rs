@@ -1,0 +1,552 @@
+//! Rank styles and lists of members (SPEC §8.4, issue 11 points 4 and 5)
+//! against a real redis-server and a private PostgreSQL, through the HTTP
+//! API: `rank=ordinal|competition|dense` on `top` pages (ties across a page
+//! boundary), `members/{m}`, `around/{m}` and member lists, for a plain
+//! board, a tie-break board (equal values tied whatever their times) and an
+//! ascending (`min`) board; every answer equals a reference computed here
+//! by counting (1 + members with a strictly better value; 1 + distinct
+//! better values), live and archived (with the copy-time columns and with
+//! the fallback for rows archived before them); member lists with unknown
+//! and duplicate ids in one Redis round trip; bad lists refused with 400;
+//! and a dense walk longer than one script call's budget.
+//!
+//! No Kafka: live keys are written with plain Redis commands on the
+//! documented layout, archived rows with `Archive::copy` (as the archiver
+//! does), and the API is served from `api::router` as `rankflow run` wires it.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use chrono::{NaiveDate, Weekday};
+use common::direct::Direct;
+use common::postgres::Postgres;
+use common::*;
+use futures::stream;
+use rankflow::api::{self, ApiState};
+use rankflow::archive::copy::{Archive, Copied, Copy, PeriodKey, Standing};
+use rankflow::archive::read::ArchiveReader;
+use rankflow::archive::schema;
+use rankflow::clock::SharedClock;
+use rankflow::health::Health;
+use serde_json::{Value, json};
+
+/// 2026-11-21T12:00:00Z: week 2026-W47 is current.
+const NOW: i64 = 1_795_262_400_000;
+/// The past week read live, then archived.
+const PAST: &str = "2026-W45";
+const STYLES: [&str; 3] = ["ordinal", "competition", "dense"];
+
+fn boards(pg_url: &str) -> String {
+    format!(
+        r#"
+[archive]
+url = "{pg_url}"
+grace = "10m"
+
+[[board]]
+name = "plain"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["week"]
+archive = ["week"]
+
+[[board]]
+name = "speed"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["week"]
+tie_break = "earliest"
+archive = ["week"]
+
+[[board]]
+name = "fast"
+event = "score"
+member = "user_id"
+score = "points"
+aggregate = "min"
+periods = ["week"]
+archive = ["week"]
+"#
+    )
+}
+
+/// Member, value, time it got the value.
+type Member = (String, f64, i64);
+
+/// The reference boards in rank order, by the SPEC's rules stated here:
+/// `plain` descending, ties by member bytes descending (ZREVRANGE's order);
+/// `speed` descending, ties by the earliest time; `fast` ascending, ties by
+/// member bytes ascending (ZRANGE's order).
+fn reference(board: &str) -> Vec<Member> {
+    // 15 values with ties of every size; ranks 9-12 share 50, so a page of
+    // 10 ends and the next begins inside that tie.
+    let values = [
+        100.0, 95.0, 95.0, 90.0, 80.0, 80.0, 70.0, 60.0, 50.0, 50.0, 50.0, 50.0, 40.0, 30.0, 30.0,
+    ];
+    let mut v: Vec<Member> = values
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            // Times deliberately out of step with the names.
+            let ts = 1_794_000_000_000 + ((i * 7) % 15) as i64 * 1000;
+            (format!("m{i:02}"), s, ts)
+        })
+        .collect();
+    match board {
+        "plain" => v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0))),
+        "speed" => v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.2.cmp(&b.2))),
+        "fast" => v.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0))),
+        other => panic!("no board {other}"),
+    }
+    v
+}
+
+/// Reference rank of the member at 0-based position `i` of `ms` (rank
+/// order) in `style`, by counting over the whole board.
+fn rank_of(ms: &[Member], i: usize, style: &str, asc: bool) -> u64 {
+    let v = ms[i].1;
+    let better = |s: f64| if asc { s < v } else { s > v };
+    match style {
+        "ordinal" => i as u64 + 1,
+        "competition" => 1 + ms.iter().filter(|m| better(m.1)).count() as u64,
+        "dense" => {
+            let mut distinct: Vec<f64> = ms.iter().map(|m| m.1).filter(|&s| better(s)).collect();
+            distinct.sort_by(f64::total_cmp);
+            distinct.dedup();
+            1 + distinct.len() as u64
+        }
+        other => panic!("no style {other}"),
+    }
+}
+
+fn entry(ms: &[Member], i: usize, style: &str, asc: bool) -> Value {
+    json!({"rank": rank_of(ms, i, style, asc), "member": ms[i].0, "score": ms[i].1 as i64})
+}
+
+/// `2^48 − 1 − ts` in 12 hex digits before the member: the documented tie
+/// key of an `earliest` board read in descending order.
+fn stored(board: &str, m: &Member) -> String {
+    if board == "speed" {
+        format!("{:012x}{}", (1i64 << 48) - 1 - m.2, m.0)
+    } else {
+        m.0.clone()
+    }
+}
+
+fn bounds(period: &str) -> (i64, i64) {
+    let (y, w) = period.split_once("-W").expect("week id");
+    let start =
+        NaiveDate::from_isoywd_opt(y.parse().expect("y"), w.parse().expect("w"), Weekday::Mon)
+            .expect("week")
+            .and_hms_opt(0, 0, 0)
+            .expect("midnight")
+            .and_utc()
+            .timestamp_millis();
+    (start, start + 7 * 86_400_000)
+}
+
+struct Env {
+    redis: Redis,
+    _pg: Postgres,
+    prefix: String,
+    base: String,
+    writer: Archive,
+    _direct: Direct,
+}
+
+impl Env {
+    async fn start() -> Env {
+        let redis = Redis::start();
+        let pg = Postgres::start();
+        let mut writer = Archive::connect(&pg.url()).await.expect("connect");
+        schema::migrate(writer.client()).await.expect("migrate");
+        let prefix = unique("ranks");
+        let direct = Direct::new(&redis.url(), &prefix, &boards(&pg.url()), NOW).await;
+        let mut reader = direct.reader();
+        reader.archive = Some(ArchiveReader::new(&pg.url()).expect("archive url"));
+        let slot = Arc::new(OnceLock::new());
+        let _ = slot.set(reader);
+        let clock: SharedClock = Arc::new(direct.clock.clone());
+        let state = ApiState {
+            boards: direct.boards.clone(),
+            clock,
+            health: Arc::new(Health::default()),
+            metrics: metrics_exporter_prometheus::PrometheusBuilder::new()
+                .build_recorder()
+                .handle(),
+            reader: slot,
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move { axum::serve(listener, api::router(state)).await });
+        Env {
+            redis,
+            _pg: pg,
+            prefix,
+            base: format!("http://{addr}"),
+            writer,
+            _direct: direct,
+        }
+    }
+
+    fn key(&self, board: &str, period: &str) -> String {
+        format!("{}:{{{board}}}:week:{period}", self.prefix)
+    }
+
+    async fn write_live(&self, board: &str, period: &str, ms: &[Member]) {
+        let key = self.key(board, period);
+        let mut c = self.redis.conn().await;
+        let mut zadd = redis::cmd("ZADD");
+        zadd.arg(&key);
+        for m in ms {
+            zadd.arg(m.1).arg(stored(board, m));
+        }
+        let added: usize = zadd.query_async(&mut c).await.expect("ZADD");
+        assert_eq!(added, ms.len());
+        if board == "speed" {
+            let mut hset = redis::cmd("HSET");
+            hset.arg(format!("{key}:t"));
+            for m in ms {
+                hset.arg(&m.0).arg(m.2);
+            }
+            let _: usize = hset.query_async(&mut c).await.expect("HSET");
+        }
+    }
+
+    async fn delete_live(&self, board: &str, period: &str) {
+        let key = self.key(board, period);
+        let mut c = self.redis.conn().await;
+        let _: usize = redis::cmd("DEL")
+            .arg(&key)
+            .arg(format!("{key}:t"))
+            .query_async(&mut c)
+            .await
+            .expect("DEL");
+    }
+
+    /// Copies `ms` (in rank order) as the archive of a period, in chunks
+    /// of 4 (so ties also cross chunk boundaries), as the archiver does.
+    async fn archive(&mut self, board: &str, period: &str, ms: &[Member]) {
+        let key = PeriodKey {
+            board: board.into(),
+            scope: String::new(),
+            view: "week".into(),
+            period: period.into(),
+        };
+        let (start_ms, end_ms) = bounds(period);
+        let chunks: Vec<_> = ms
+            .chunks(4)
+            .map(|c| {
+                Ok(c.iter()
+                    .map(|m| Standing {
+                        member: m.0.clone(),
+                        score: m.1,
+                    })
+                    .collect())
+            })
+            .collect();
+        let what = Copy {
+            key: &key,
+            start_ms,
+            end_ms,
+            replace: false,
+        };
+        let copied = self
+            .writer
+            .copy(what, stream::iter(chunks))
+            .await
+            .expect("copy");
+        assert_eq!(
+            copied,
+            Copied::Done {
+                members: ms.len() as u64
+            }
+        );
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn commandstats(&self) -> BTreeMap<String, u64> {
+        let text = self.redis.cli(&["INFO", "commandstats"]);
+        text.lines()
+            .filter_map(|l| {
+                let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = rest.strip_prefix("calls=")?.split(',').next()?;
+                Some((name.to_string(), calls.parse().ok()?))
+            })
+            .collect()
+    }
+}
+
+async fn get(url: &str) -> (u16, Value) {
+    let r = reqwest::get(url).await.expect("get");
+    let code = r.status().as_u16();
+    (code, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn post(url: &str, body: &str) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("post");
+    let code = r.status().as_u16();
+    (code, r.json().await.unwrap_or(Value::Null))
+}
+
+/// Every read of one board's past period in every style, checked against
+/// the reference; returns the answers without `"source"` for comparing
+/// live with archived.
+async fn check_reads(env: &Env, board: &str, ms: &[Member], source: &str) -> Vec<Value> {
+    let asc = board == "fast";
+    let base = format!("/v1/boards/{board}/week");
+    let mut answers = Vec::new();
+    let mut record = |path: String, mut body: Value| {
+        assert_eq!(body["source"], source, "{path}: {body}");
+        if let Some(o) = body.as_object_mut() {
+            o.remove("source");
+        }
+        answers.push(json!({"path": path, "body": body}));
+    };
+    for style in STYLES {
+        // Pages of 10: the second starts inside the tie of ranks 9-12.
+        for offset in [0usize, 10] {
+            let path = format!("{base}/top?period={PAST}&limit=10&offset={offset}&rank={style}");
+            let (code, body) = get(&env.url(&path)).await;
+            assert_eq!(code, 200, "{path}: {body}");
+            let want: Vec<Value> = (offset..ms.len().min(offset + 10))
+                .map(|i| entry(ms, i, style, asc))
+                .collect();
+            assert_eq!(body["entries"], json!(want), "{path}");
+            assert_eq!(body["total"], ms.len(), "{path}");
+            record(path, body);
+        }
+        for i in [0, 2, 9, 11, 14] {
+            let m = &ms[i].0;
+            let path = format!("{base}/members/{m}?period={PAST}&rank={style}");
+            let (code, body) = get(&env.url(&path)).await;
+            assert_eq!(code, 200, "{path}: {body}");
+            let mut want = entry(ms, i, style, asc);
+            want["source"] = json!(source);
+            assert_eq!(body, want, "{path}");
+            record(path, body);
+        }
+        // Around the last of the tie: radius 3 reaches back into it.
+        let m = &ms[11].0;
+        let path = format!("{base}/around/{m}?period={PAST}&radius=3&rank={style}");
+        let (code, body) = get(&env.url(&path)).await;
+        assert_eq!(code, 200, "{path}: {body}");
+        let want: Vec<Value> = (8..15).map(|i| entry(ms, i, style, asc)).collect();
+        assert_eq!(body["entries"], json!(want), "{path}");
+        record(path, body);
+        // A friends list: out of order, one repeated, two unknown.
+        let ids = [&ms[12].0, "ghost", &ms[3].0, &ms[10].0, &ms[3].0, "nobody"];
+        let path = format!(
+            "{base}/members?period={PAST}&rank={style}&ids={}",
+            ids.join(",")
+        );
+        let (code, body) = get(&env.url(&path)).await;
+        assert_eq!(code, 200, "{path}: {body}");
+        let want: Vec<Value> = [3, 10, 12]
+            .iter()
+            .map(|&i| entry(ms, i, style, asc))
+            .collect();
+        assert_eq!(body["entries"], json!(want), "{path}");
+        assert_eq!(body["missing"], json!(["ghost", "nobody"]), "{path}");
+        assert_eq!(body["total"], ms.len(), "{path}");
+        assert_eq!(body["period"], PAST, "{path}");
+        let posted = post(
+            &env.url(&format!("{base}/members?period={PAST}&rank={style}")),
+            &serde_json::to_string(&ids).expect("json"),
+        )
+        .await;
+        assert_eq!(posted, (200, body.clone()), "POST {path}");
+        record(path, body);
+    }
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rank_style_matches_the_reference_live_and_archived() {
+    let mut env = Env::start().await;
+    for board in ["plain", "speed", "fast"] {
+        let ms = reference(board);
+        env.write_live(board, PAST, &ms).await;
+        let live = check_reads(&env, board, &ms, "live").await;
+        env.archive(board, PAST, &ms).await;
+        env.delete_live(board, PAST).await;
+        let archived = check_reads(&env, board, &ms, "archive").await;
+        assert_eq!(live, archived, "{board}");
+        // Rows archived before the style columns existed: the reads
+        // compute the same ranks over the period.
+        env.writer
+            .client()
+            .execute(
+                "UPDATE rankflow_archive SET rank_competition = NULL, rank_dense = NULL
+                  WHERE board = $1",
+                &[&board],
+            )
+            .await
+            .expect("null the columns");
+        let old = check_reads(&env, board, &ms, "archive").await;
+        assert_eq!(live, old, "{board} without the copy-time columns");
+        println!(
+            "{board}: {} reads in 3 styles equal the reference live, archived and archived before 003",
+            live.len()
+        );
+    }
+    // The page boundary the SPEC example is about, spelled out: page 2 of
+    // `plain` starts inside the tie of ranks 9-12.
+    let (_, body) = get(&env.url(&format!(
+        "/v1/boards/plain/week/top?period={PAST}&limit=10&offset=10&rank=competition"
+    )))
+    .await;
+    assert_eq!(body["entries"][0]["rank"], 9, "{body}");
+    let (_, body) = get(&env.url(&format!(
+        "/v1/boards/plain/week/top?period={PAST}&limit=10&offset=10&rank=dense"
+    )))
+    .await;
+    assert_eq!(body["entries"][0]["rank"], 7, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_list_is_one_round_trip_and_bad_lists_are_refused() {
+    let env = Env::start().await;
+    for board in ["plain", "speed"] {
+        env.write_live(board, "2026-W47", &reference(board)).await;
+    }
+    let ids = "m03,m14,ghost,m03,m07";
+    // Warm up: the first read loads the script into Redis.
+    let url = |board: &str| {
+        env.url(&format!(
+            "/v1/boards/{board}/week/members?ids={ids}&rank=dense"
+        ))
+    };
+    let (code, body) = get(&url("speed")).await;
+    assert_eq!(code, 200, "{body}");
+    for board in ["plain", "speed"] {
+        let before = env.commandstats().await;
+        let (code, body) = get(&url(board)).await;
+        let after = env.commandstats().await;
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(body["missing"], json!(["ghost"]), "{body}");
+        assert_eq!(body["entries"].as_array().map(Vec::len), Some(3), "{body}");
+        let delta: BTreeMap<&str, u64> = after
+            .iter()
+            .map(|(k, v)| (k.as_str(), v - before.get(k).copied().unwrap_or(0)))
+            .filter(|(_, d)| *d > 0)
+            .collect();
+        // One EVALSHA from the client; everything else ran inside it
+        // (INFO is this test's own reading of the counters).
+        assert_eq!(delta.get("evalsha"), Some(&1), "{board}: {delta:?}");
+        let inside = ["zcard", "zscore", "zrevrank", "zrange", "hget", "info"];
+        for cmd in delta.keys() {
+            assert!(
+                *cmd == "evalsha" || inside.contains(cmd),
+                "{board}: {cmd} was sent outside the script: {delta:?}"
+            );
+        }
+        // One ZSCORE per distinct id that could be on the board.
+        let known = if board == "speed" { 3 } else { 4 };
+        assert_eq!(delta.get("zscore"), Some(&known), "{board}: {delta:?}");
+        println!("{board}: one round trip, commands {delta:?}");
+    }
+
+    let base = env.url("/v1/boards/plain/week/members");
+    let too_many: Vec<String> = (0..1001).map(|i| format!("u{i}")).collect();
+    let at_most: Vec<String> = (0..1000).map(|i| format!("u{i}")).collect();
+    let (code, body) = post(&base, &serde_json::to_string(&at_most).expect("json")).await;
+    assert_eq!(
+        (code, body["missing"].as_array().map(Vec::len)),
+        (200, Some(1000))
+    );
+    for (what, code_body) in [
+        (
+            "1001 ids",
+            post(&base, &serde_json::to_string(&too_many).expect("json")).await,
+        ),
+        (
+            "1001 ids in the query",
+            get(&format!("{base}?ids={}", too_many.join(","))).await,
+        ),
+        ("an empty list", post(&base, "[]").await),
+        ("a number", post(&base, r#"["a", 1]"#).await),
+        ("an object", post(&base, r#"{"ids": ["a"]}"#).await),
+        ("bad JSON", post(&base, "[\"a\",").await),
+        ("no ids", get(&base).await),
+        ("empty ids", get(&format!("{base}?ids=")).await),
+    ] {
+        let (code, body) = code_body;
+        assert_eq!(code, 400, "{what}: {body}");
+        assert_eq!(body["parameter"], "ids", "{what}: {body}");
+        assert!(
+            body["error"].as_str().unwrap_or("").contains("ids"),
+            "{what}: {body}"
+        );
+    }
+    for path in [
+        "/v1/boards/plain/week/top?rank=olympic",
+        "/v1/boards/plain/week/members/m01?rank=",
+        "/v1/boards/plain/week/around/m01?rank=Dense",
+        "/v1/boards/plain/week/members?ids=a&rank=first",
+    ] {
+        let (code, body) = get(&env.url(path)).await;
+        assert_eq!(code, 400, "{path}: {body}");
+        assert_eq!(body["parameter"], "rank", "{path}: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dense_walk_longer_than_one_call_continues_where_it_stopped() {
+    let env = Env::start().await;
+    // 25 000 distinct values and a tie at the bottom: the dense rank of the
+    // last page needs 2.5 script calls' worth of steps.
+    let n = 25_000usize;
+    let key = env.key("plain", "2026-W47");
+    let mut c = env.redis.conn().await;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(5000) {
+        let mut zadd = redis::cmd("ZADD");
+        zadd.arg(&key);
+        for &i in chunk {
+            zadd.arg((n - i) as f64 * 2.0).arg(format!("u{i:05}"));
+        }
+        let _: usize = zadd.query_async(&mut c).await.expect("ZADD");
+    }
+    let _: usize = redis::cmd("ZADD")
+        .arg(&key)
+        .arg(2.0)
+        .arg("tied")
+        .query_async(&mut c)
+        .await
+        .expect("ZADD");
+    // u24999 and "tied" share the lowest value 2: "u24999" > "tied"? No:
+    // "u" (0x75) > "t" (0x74), so u24999 ranks first (descending bytes).
+    let path = format!(
+        "/v1/boards/plain/week/top?offset={}&limit=5&rank=dense",
+        n - 4
+    );
+    let (code, body) = get(&env.url(&path)).await;
+    assert_eq!(code, 200, "{body}");
+    let ranks: Vec<u64> = body["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["rank"].as_u64())
+        .collect();
+    let n = n as u64;
+    assert_eq!(ranks, [n - 3, n - 2, n - 1, n, n], "{body}");
+    let (_, body) = get(&env.url("/v1/boards/plain/week/members/tied?rank=dense")).await;
+    assert_eq!(body["rank"], n, "{body}");
+    let (_, body) = get(&env.url("/v1/boards/plain/week/members/tied?rank=competition")).await;
+    assert_eq!(body["rank"], n, "{body}");
+}
