@@ -216,6 +216,10 @@ async fn bad_parameters_are_json_400s_naming_them() {
         (format!("{top}?limt=5"), "limt"),
         (format!("{top}?radius=2"), "radius"),
         (format!("{top}?limit=5&limit=6"), "limit"),
+        (format!("{top}?rank=Dense"), "rank"),
+        (format!("{around}?rank="), "rank"),
+        (format!("{top}?ids=a"), "ids"),
+        ("/v1/boards/total/all/members?ids=".into(), "ids"),
         (
             "/v1/boards/total/all/members/m0001?offset=1".into(),
             "offset",
@@ -249,7 +253,12 @@ async fn bad_parameters_are_json_400s_naming_them() {
     let body = expect_error(&api, &format!("{top}?limt=5"), 400, "limt").await;
     assert_eq!(
         body["error"],
-        "unknown query parameter \"limt\"; top takes: scope, period, limit, offset"
+        "unknown query parameter \"limt\"; top takes: scope, period, limit, offset, rank"
+    );
+    let body = expect_error(&api, &format!("{top}?rank=olympic"), 400, "rank").await;
+    assert_eq!(
+        body["error"],
+        "rank must be one of ordinal, competition, dense, got \"olympic\""
     );
     println!(
         "verified: {} bad-parameter cases are JSON 400s naming the parameter",
