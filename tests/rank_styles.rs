@@ -510,7 +510,7 @@ async fn a_members_list_is_one_round_trip_and_bad_lists_are_refused() {
 async fn a_dense_walk_longer_than_one_call_continues_where_it_stopped() {
     let env = Env::start().await;
     // 25 000 distinct values and a tie at the bottom: the dense rank of the
-    // last page needs 2.5 script calls' worth of steps.
+    // last page needs 25 script calls' worth of steps (1000 per call).
     let n = 25_000usize;
     let key = env.key("plain", "2026-W47");
     let mut c = env.redis.conn().await;
