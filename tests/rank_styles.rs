@@ -8,7 +8,8 @@
 //! better values), live and archived (with the copy-time columns and with
 //! the fallback for rows archived before them); member lists with unknown
 //! and duplicate ids in one Redis round trip; bad lists refused with 400;
-//! and a dense walk longer than one script call's budget.
+//! a dense walk longer than one script call's budget; and `rankflow top
+//! --rank`.
 //!
 //! No Kafka: live keys are written with plain Redis commands on the
 //! documented layout, archived rows with `Archive::copy` (as the archiver
@@ -151,7 +152,7 @@ fn bounds(period: &str) -> (i64, i64) {
 
 struct Env {
     redis: Redis,
-    _pg: Postgres,
+    pg: Postgres,
     prefix: String,
     base: String,
     writer: Archive,
@@ -187,7 +188,7 @@ impl Env {
         tokio::spawn(async move { axum::serve(listener, api::router(state)).await });
         Env {
             redis,
-            _pg: pg,
+            pg,
             prefix,
             base: format!("http://{addr}"),
             writer,
@@ -549,4 +550,64 @@ async fn a_dense_walk_longer_than_one_call_continues_where_it_stopped() {
     assert_eq!(body["rank"], n, "{body}");
     let (_, body) = get(&env.url("/v1/boards/plain/week/members/tied?rank=competition")).await;
     assert_eq!(body["rank"], n, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rankflow_top_prints_ranks_in_the_style_asked_for() {
+    let env = Env::start().await;
+    let ms = reference("speed");
+    // The test clock's week, named with --period: live whichever week the
+    // machine's clock (which `rankflow top` uses) is in, as its key exists.
+    let week = {
+        let d = chrono::DateTime::from_timestamp_millis(NOW).expect("now");
+        let iso = chrono::Datelike::iso_week(&d);
+        format!("{}-W{:02}", iso.year(), iso.week())
+    };
+    env.write_live("speed", &week, &ms).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("rankflow.toml");
+    let text = format!(
+        "{}\n[kafka]\nbrokers = \"127.0.0.1:1\"\ntopics = [\"t\"]\n[redis]\nurl = \"{}\"\nkey_prefix = \"{}\"\n",
+        boards(&env.pg.url()),
+        env.redis.url(),
+        env.prefix
+    );
+    std::fs::write(&config, text).expect("config");
+    let top = |rank: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
+            .args([
+                "top", "speed", "week", "--period", &week, "--limit", "15", "--rank", rank, "-c",
+            ])
+            .arg(&config)
+            .output()
+            .expect("rankflow top runs")
+    };
+    for style in STYLES {
+        let out = top(style);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<(u64, String)> = stdout
+            .lines()
+            .skip(2)
+            .map(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                (cols[0].parse().expect("rank"), cols[1].to_string())
+            })
+            .collect();
+        let want: Vec<(u64, String)> = (0..ms.len())
+            .map(|i| (rank_of(&ms, i, style, false), ms[i].0.clone()))
+            .collect();
+        assert_eq!(rows, want, "--rank {style}:\n{stdout}");
+    }
+    let out = top("olympic");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("must be one of ordinal, competition, dense"),
+        "{stderr}"
+    );
 }
