@@ -29,6 +29,7 @@ use crate::archive::copy::PeriodKey;
 use crate::archive::read::{ArchiveReadError, ArchiveReader, ArchivedRow, ArchivedRows};
 use crate::board::BoardSet;
 use crate::board::Order;
+use crate::board::composite::{self, FieldValues};
 use crate::board::keys;
 use crate::board::model::{Board, ViewSpec};
 use crate::board::period::{PeriodKind, parse_period_id, period_of};
@@ -60,6 +61,9 @@ pub struct Entry {
     pub member: String,
     #[serde(serialize_with = "score_json")]
     pub score: f64,
+    /// A composite board's fields (SPEC §8.2), decoded from the member.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fields: Option<FieldValues>,
 }
 
 impl From<ArchivedRow> for Entry {
@@ -68,6 +72,7 @@ impl From<ArchivedRow> for Entry {
             rank: r.rank,
             member: r.member,
             score: r.score,
+            fields: None,
         }
     }
 }
@@ -122,6 +127,8 @@ pub struct MemberEntry {
     pub member: String,
     #[serde(serialize_with = "score_json")]
     pub score: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fields: Option<FieldValues>,
     pub source: Source,
 }
 
@@ -131,6 +138,7 @@ impl MemberEntry {
             rank: e.rank,
             member: e.member,
             score: e.score,
+            fields: e.fields,
             source,
         }
     }
@@ -425,6 +433,9 @@ impl Reader {
         check_bound("limit", limit, MAX_LIMIT).map_err(ReadError::BadRequest)?;
         check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
         let at = self.locate(q)?;
+        if style != RankStyle::Ordinal {
+            composite_unsupported(&at, "rank", "rank styles")?;
+        }
         self.prepare(&at).await?;
         // Widened before adding: the bounds above keep the sum far below
         // i64::MAX, the largest index ZRANGE takes, on any platform.
@@ -493,13 +504,14 @@ impl Reader {
                 format!("ids takes at most {MAX_IDS} members, got {}", ids.len()),
             ));
         }
-        let mut unique: Vec<String> = Vec::with_capacity(ids.len());
-        for id in ids {
-            if !unique.contains(id) {
-                unique.push(id.clone());
-            }
-        }
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        let unique: Vec<String> = ids
+            .iter()
+            .filter(|id| seen.insert(id.as_str()))
+            .cloned()
+            .collect();
         let at = self.locate(q)?;
+        composite_unsupported(&at, "ids", "lists of members")?;
         self.prepare(&at).await?;
         let live = self.live_members(&at, &unique, style).await?;
         let (total, entries, source) = match &at.past {
@@ -546,16 +558,23 @@ impl Reader {
         style: RankStyle,
     ) -> Result<MemberEntry, ReadError> {
         let at = self.locate(q)?;
+        if style != RankStyle::Ordinal {
+            composite_unsupported(&at, "rank", "rank styles")?;
+        }
         self.prepare(&at).await?;
         let not_found = || ReadError::MemberNotFound {
             member: member.to_string(),
         };
         let (exists, live) = if style == RankStyle::Ordinal {
             let live = self.rank_of(&at, member).await?;
-            let entry = live.hit.map(|(rank, score)| Entry {
-                rank: rank + 1,
-                member: member.to_string(),
-                score,
+            let entry = live.hit.map(|(rank, score)| {
+                let (_, fields) = composite::read_entry(at.board, &live.stored, score);
+                Entry {
+                    rank: rank + 1,
+                    member: member.to_string(),
+                    score,
+                    fields,
+                }
             });
             (live.exists, entry)
         } else {
@@ -596,6 +615,9 @@ impl Reader {
         check_bound("radius", radius, MAX_RADIUS).map_err(ReadError::BadRequest)?;
         let radius = radius as u64;
         let at = self.locate(q)?;
+        if style != RankStyle::Ordinal {
+            composite_unsupported(&at, "rank", "rank styles")?;
+        }
         self.prepare(&at).await?;
         let not_found = || ReadError::MemberNotFound {
             member: member.to_string(),
@@ -666,15 +688,12 @@ impl Reader {
             .enumerate()
             .map(|(i, (stored, score))| {
                 let stored = String::from_utf8_lossy(&stored);
-                let member = at
-                    .board
-                    .tie_key
-                    .decode(&stored)
-                    .map_or_else(|| stored.to_string(), |(m, _)| m.to_string());
+                let (member, fields) = composite::read_entry(at.board, &stored, score);
                 Entry {
                     rank: start + i as u64 + 1,
                     member,
                     score,
+                    fields,
                 }
             })
             .collect()
@@ -684,22 +703,29 @@ impl Reader {
     /// score in it.
     async fn rank_of(&self, at: &Located<'_>, member: &str) -> Result<Lookup, ReadError> {
         let exists = redis::cmd("EXISTS").arg(&at.key).clone();
-        let stored = if at.board.tie_key.code() == "n" {
-            member.to_string()
-        } else {
-            let time = redis::cmd("HGET")
-                .arg(keys::helper(&at.key, "t"))
-                .arg(member)
-                .clone();
-            let replies = self
-                .store
-                .pipeline(&[exists, time], self.store.epoch())
-                .await?;
-            match reply::<Option<i64>>(&replies, 1)? {
-                Some(ts) => at.board.tie_key.encode(member, ts),
-                None => {
-                    let exists = reply::<u64>(&replies, 0)? > 0;
-                    return Ok(Lookup { exists, hit: None });
+        let stored = match composite::helper_of(at.board) {
+            None => member.to_string(),
+            Some(suffix) => {
+                let helper = redis::cmd("HGET")
+                    .arg(keys::helper(&at.key, suffix))
+                    .arg(member)
+                    .clone();
+                let replies = self
+                    .store
+                    .pipeline(&[exists, helper], self.store.epoch())
+                    .await?;
+                match reply::<Option<String>>(&replies, 1)?
+                    .and_then(|h| composite::stored_member(at.board, member, &h))
+                {
+                    Some(stored) => stored,
+                    None => {
+                        let exists = reply::<u64>(&replies, 0)? > 0;
+                        return Ok(Lookup {
+                            exists,
+                            hit: None,
+                            stored: String::new(),
+                        });
+                    }
                 }
             }
         };
@@ -718,6 +744,7 @@ impl Reader {
         Ok(Lookup {
             exists: reply::<u64>(&replies, 0)? > 0,
             hit: rank.zip(score),
+            stored,
         })
     }
 }
@@ -728,6 +755,8 @@ struct Lookup {
     exists: bool,
     /// 0-based rank and score, if the member is in it.
     hit: Option<(u64, f64)>,
+    /// The member as stored (tie key, composite codes) when looked up.
+    stored: String,
 }
 
 /// Reply `i` of a pipeline, converted; an error reply is an error.
@@ -849,6 +878,7 @@ windows = ["1h/1m"]
                 rank: 2,
                 member: "u1".into(),
                 score: 0.5,
+                fields: None,
             },
             Source::Archive,
         );
@@ -877,5 +907,22 @@ windows = ["1h/1m"]
         );
         // The largest page past the largest offset still fits ZRANGE's i64.
         assert!((MAX_OFFSET as u64 + MAX_LIMIT as u64) < i64::MAX as u64);
+    }
+}
+
+/// Rank styles other than ordinal and lists of members do not know the
+/// composite encoding yet (tied = all fields equal; members stored behind
+/// their field codes): refused with a 400 naming the parameter rather than
+/// answered wrong.
+fn composite_unsupported(at: &Located<'_>, param: &str, what: &str) -> Result<(), ReadError> {
+    match &at.board.composite {
+        Some(_) => Err(ReadError::bad(
+            param,
+            format!(
+                "{what} on composite board {} are not supported yet; use rank=ordinal on top, members/{{member}} and around/{{member}}",
+                at.board.name
+            ),
+        )),
+        None => Ok(()),
     }
 }

@@ -2,8 +2,9 @@
 //! board and its domain enums ([`model`]), the calendar and
 //! window time math ([`period`], [`window`], [`duration`]), where an event
 //! lands ([`resolve`]), Redis key names ([`keys`]) and the score encoding of
-//! tie-break boards ([`score`]).
+//! tie-break boards ([`score`]) and of composite boards ([`composite`]).
 
+pub mod composite;
 pub mod duration;
 pub mod keys;
 pub mod model;

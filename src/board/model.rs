@@ -9,10 +9,11 @@ use chrono_tz::Tz;
 
 use serde::{Deserialize, Serialize};
 
+use super::composite::{FieldOrder, Layout, MAX_FIELDS};
 use super::duration::{Span, parse_span};
 use super::period::PeriodKind;
 use super::score::{MAX_EXACT, MAX_TIE_TS, TieKey};
-use super::spec::{BoardError, BoardSpec, Globals};
+use super::spec::{BoardError, BoardSpec, FieldSpec, Globals};
 use super::window::WindowSpec;
 use crate::event::EventType;
 use crate::expr::{Expect, Program};
@@ -96,12 +97,32 @@ pub struct Board {
     pub order: Order,
     pub tie_key: TieKey,
     pub tz: Tz,
+    /// Set for a composite board (`order_by`, SPEC §8.2). Then `score`,
+    /// `aggregate` and `order` are those of its first field.
+    pub composite: Option<Composite>,
+}
+
+/// One compiled `order_by` field.
+#[derive(Debug)]
+pub struct CompiledField {
+    pub score: Program,
+    pub filter: Option<Program>,
+}
+
+/// A composite board's fields: expressions, and the encoding of their
+/// values (names, orders, aggregates) in the sorted set.
+#[derive(Debug)]
+pub struct Composite {
+    pub fields: Vec<CompiledField>,
+    pub layout: Layout,
 }
 
 impl Board {
-    /// Whether views keep a per-member time hash (`K:t`).
+    /// Whether views keep a per-member time hash (`K:t`). Composite boards
+    /// keep their times in their field hash (`K:f`) instead.
     pub fn needs_time(&self) -> bool {
-        self.tie != TieBreak::None || self.aggregate == Aggregate::Last
+        self.composite.is_none()
+            && (self.tie != TieBreak::None || self.aggregate == Aggregate::Last)
     }
 
     pub fn view(&self, name: &str) -> Option<&ViewSpec> {
@@ -128,6 +149,9 @@ impl Board {
 
     /// The exact value range this board guarantees, for `rankflow check`.
     pub fn range_description(&self) -> String {
+        if let Some(c) = &self.composite {
+            return composite_range(c, self.tie);
+        }
         let values = format!(
             "integer values exact in [-2^53, 2^53] = ±{}; larger totals are refused and counted, never rounded",
             MAX_EXACT as i64
@@ -146,6 +170,32 @@ impl Board {
             ),
         }
     }
+}
+
+fn composite_range(c: &Composite, tie: TieBreak) -> String {
+    let fields: Vec<String> = c
+        .layout
+        .fields
+        .iter()
+        .map(|f| {
+            format!(
+                "{} ({:?} {:?}): integers exact in [-2^53, 2^53]",
+                f.name, f.aggregate, f.order
+            )
+            .to_lowercase()
+        })
+        .collect();
+    let tie = match tie {
+        TieBreak::None => "then member".to_string(),
+        t => format!(
+            "then tie_break {} (to 1 ms), then member",
+            format!("{t:?}").to_lowercase()
+        ),
+    };
+    format!(
+        "composite, ranked by {}; {tie}; a field without a value ranks after every value; non-integer or larger values are refused, never rounded",
+        fields.join(", then ")
+    )
 }
 
 /// All boards of a config, indexed by the event type they consume.
@@ -247,7 +297,30 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
         .map(|s| expr("filter", s, Expect::Bool))
         .transpose()?;
     let member = expr("member", &b.member, Expect::String)?;
-    let score = expr("score", &b.score, Expect::Number)?;
+    let composite = match &b.order_by {
+        Some(fields) => Some(compile_composite(number, b, fields)?),
+        None => None,
+    };
+    let score_src = match (&b.score, &b.order_by) {
+        (Some(s), None) => s.as_str(),
+        (None, Some(fields)) => fields
+            .first()
+            .and_then(|f| f.score.as_deref())
+            .unwrap_or_default(),
+        (Some(_), Some(_)) => {
+            return Err(BoardError::invalid(
+                at("score"),
+                "is given as well as `order_by`: a composite board ranks by its fields; drop `score`",
+            ));
+        }
+        (None, None) => {
+            return Err(BoardError::invalid(
+                at("score"),
+                "is missing: give `score`, or `order_by` for a composite board",
+            ));
+        }
+    };
+    let score = expr("score", score_src, Expect::Number)?;
     let scope = b
         .scope
         .as_deref()
@@ -260,10 +333,17 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
 
     let archived = archived_periods(number, b, globals.archive_grace_ms)?;
     let views = compile_views(number, b, &archived)?;
-    let order = b.order.unwrap_or(match b.aggregate {
-        Aggregate::Min => Order::Asc,
-        _ => Order::Desc,
-    });
+    let aggregate = match &composite {
+        Some(c) => c.layout.fields[0].aggregate,
+        None => b.aggregate.unwrap_or_default(),
+    };
+    let order = match &composite {
+        Some(c) => c.layout.direction(),
+        None => b.order.unwrap_or(match aggregate {
+            Aggregate::Min => Order::Asc,
+            _ => Order::Desc,
+        }),
+    };
     Ok(Board {
         name: b.name.clone(),
         event,
@@ -272,12 +352,158 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
         score,
         scope,
         views,
-        aggregate: b.aggregate,
+        aggregate,
         tie: b.tie_break,
         order,
         tie_key: TieKey::for_board(b.tie_break, order),
         tz,
+        composite: composite.map(|mut c| {
+            c.layout.tie_key = TieKey::for_board(b.tie_break, order);
+            c
+        }),
     })
+}
+
+/// Whether `name` can name a composite field (and a JSON key).
+fn valid_field_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && name.len() <= 32
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_'))
+}
+
+/// Compiles `order_by`: 1..=4 fields, named once, each with its expression,
+/// optional filter, aggregate and order. Settings that live per field are
+/// refused at the board level, and so are the views composite boards do
+/// not support yet.
+fn compile_composite(
+    number: usize,
+    b: &BoardSpec,
+    fields: &[FieldSpec],
+) -> Result<Composite, BoardError> {
+    let at = |field: &str| location(number, &b.name, field);
+    if fields.is_empty() || fields.len() > MAX_FIELDS {
+        return Err(BoardError::invalid(
+            at("order_by"),
+            format!(
+                "has {} fields; a composite board ranks by 1 to {MAX_FIELDS}",
+                fields.len()
+            ),
+        ));
+    }
+    for (key, given) in [
+        ("aggregate", b.aggregate.is_some()),
+        ("order", b.order.is_some()),
+    ] {
+        if given {
+            return Err(BoardError::invalid(
+                at(key),
+                "is set per field on a composite board: move it into each `order_by` entry",
+            ));
+        }
+    }
+    if !b.windows.is_empty() {
+        return Err(BoardError::invalid(
+            at("windows"),
+            "composite boards do not support windows yet (a later step of issue 11); use periods",
+        ));
+    }
+    if !b.archive.is_empty() {
+        return Err(BoardError::invalid(
+            at("archive"),
+            "composite boards cannot be archived yet (the archive keeps one score per member); a later step of issue 11",
+        ));
+    }
+    let mut compiled = Vec::with_capacity(fields.len());
+    let mut orders = Vec::with_capacity(fields.len());
+    for (i, f) in fields.iter().enumerate() {
+        let (c, o) = compile_field(&format!("{}[{i}]", at("order_by")), f)?;
+        if orders.iter().any(|p: &FieldOrder| p.name == o.name) {
+            return Err(BoardError::invalid(
+                format!("{}[{i}].field", at("order_by")),
+                format!("{:?} names another field as well", o.name),
+            ));
+        }
+        compiled.push(c);
+        orders.push(o);
+    }
+    Ok(Composite {
+        fields: compiled,
+        layout: Layout {
+            fields: orders,
+            tie_key: TieKey::None,
+        },
+    })
+}
+
+/// One `order_by` entry; `at` locates it (`board ... field `order_by`[i]`).
+fn compile_field(at: &str, f: &FieldSpec) -> Result<(CompiledField, FieldOrder), BoardError> {
+    let key = |k: &str| format!("{at}.{k}");
+    if let Some(k) = f.unknown.keys().next() {
+        return Err(BoardError::invalid(
+            key(k),
+            "unknown key (field, score, filter, aggregate, order)",
+        ));
+    }
+    let name = f
+        .field
+        .clone()
+        .ok_or_else(|| BoardError::invalid(key("field"), "is missing"))?;
+    if !valid_field_name(&name) {
+        return Err(BoardError::invalid(
+            key("field"),
+            format!("{name:?} must match ^[a-z][a-z0-9_]{{0,31}}$"),
+        ));
+    }
+    let expr = |k: &str, src: &str, expect: Expect| {
+        Program::compile(src, expect).map_err(|e| {
+            BoardError::invalid(
+                key(k),
+                format!("{} at column {} of {src:?}", e.message, e.position),
+            )
+        })
+    };
+    let score_src = f
+        .score
+        .as_deref()
+        .ok_or_else(|| BoardError::invalid(key("score"), "is missing"))?;
+    let score = expr("score", score_src, Expect::Number)?;
+    let filter = f
+        .filter
+        .as_deref()
+        .map(|s| expr("filter", s, Expect::Bool))
+        .transpose()?;
+    let aggregate = match f.aggregate.as_deref() {
+        None | Some("sum") => Aggregate::Sum,
+        Some("max") => Aggregate::Max,
+        Some("min") => Aggregate::Min,
+        Some("last") => Aggregate::Last,
+        Some(other) => {
+            return Err(BoardError::invalid(
+                key("aggregate"),
+                format!("unknown aggregate {other:?} (sum, max, min or last)"),
+            ));
+        }
+    };
+    let order = match f.order.as_deref() {
+        None if aggregate == Aggregate::Min => Order::Asc,
+        None | Some("desc") => Order::Desc,
+        Some("asc") => Order::Asc,
+        Some(other) => {
+            return Err(BoardError::invalid(
+                key("order"),
+                format!("unknown order {other:?} (desc or asc)"),
+            ));
+        }
+    };
+    Ok((
+        CompiledField { score, filter },
+        FieldOrder {
+            name,
+            order,
+            aggregate,
+        },
+    ))
 }
 
 /// The board's `archive` list: each archived period kind with the grace
@@ -561,6 +787,136 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("[archive] url is not set"), "{e}");
+    }
+
+    const STAGES: &str = r#"
+        [[board]]
+        name = "stage_clears"
+        event = "score"
+        member = "user_id"
+        periods = ["day", "all"]
+        tie_break = "earliest"
+        order_by = [
+          { field = "levels", score = "cleared ? 1 : 0", aggregate = "sum", order = "desc" },
+          { field = "revives", score = "revives", aggregate = "sum", order = "asc" },
+          { field = "first_clear", score = "ts", filter = "cleared", aggregate = "min", order = "asc" },
+        ]
+    "#;
+
+    #[test]
+    fn a_composite_board_compiles_with_its_fields_and_ranges() {
+        let set = compile(STAGES).unwrap();
+        let b = &set.boards[0];
+        let c = b.composite.as_ref().expect("composite");
+        let names: Vec<_> = c.layout.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["levels", "revives", "first_clear"]);
+        assert_eq!(b.order, Order::Desc);
+        assert_eq!(c.layout.fields[2].aggregate, Aggregate::Min);
+        assert_eq!(c.layout.tie_key, TieKey::Descending);
+        assert!(c.fields[2].filter.is_some());
+        assert!(!b.needs_time(), "composite times live in K:f");
+        let r = b.range_description();
+        assert!(
+            r.contains("levels (sum desc): integers exact in [-2^53, 2^53]")
+                && r.contains("first_clear (min asc)")
+                && r.contains("tie_break earliest"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn composite_mistakes_are_located_at_the_entry_and_key() {
+        let more = r#" { field = "c", score = "1" }, { field = "d", score = "1" } ]"#;
+        for (from, to, at, says) in [
+            (
+                "order = \"desc\" }",
+                "order = \"desc\", weight = 2 }",
+                "`order_by`[0].weight",
+                "unknown key",
+            ),
+            (
+                "field = \"revives\"",
+                "field = \"Revives\"",
+                "`order_by`[1].field",
+                "^[a-z][a-z0-9_]{0,31}$",
+            ),
+            (
+                "field = \"revives\"",
+                "field = \"levels\"",
+                "`order_by`[1].field",
+                "names another field",
+            ),
+            (
+                "aggregate = \"sum\", order = \"asc\"",
+                "aggregate = \"avg\"",
+                "`order_by`[1].aggregate",
+                "unknown aggregate",
+            ),
+            (
+                "order = \"asc\" },\n          { field = \"first",
+                "order = \"up\" },\n          { field = \"first",
+                "`order_by`[1].order",
+                "unknown order",
+            ),
+            (
+                "score = \"revives\"",
+                "score = \"revives +\"",
+                "`order_by`[1].score",
+                "column",
+            ),
+            (
+                "filter = \"cleared\"",
+                "filter = \"1\"",
+                "`order_by`[2].filter",
+                "",
+            ),
+            ("\n        ]", more, "`order_by`", "has 5 fields"),
+            (
+                "tie_break",
+                "score = \"points\"\ntie_break",
+                "field `score`",
+                "as well as `order_by`",
+            ),
+            (
+                "tie_break",
+                "aggregate = \"max\"\ntie_break",
+                "field `aggregate`",
+                "per field",
+            ),
+            (
+                "tie_break",
+                "order = \"asc\"\ntie_break",
+                "field `order`",
+                "per field",
+            ),
+            (
+                "tie_break",
+                "windows = [\"1h/1m\"]\ntie_break",
+                "field `windows`",
+                "not support windows yet",
+            ),
+            (
+                "tie_break",
+                "archive = [\"day\"]\ntie_break",
+                "field `archive`",
+                "cannot be archived yet",
+            ),
+        ] {
+            let text = STAGES.replacen(from, to, 1);
+            assert_ne!(text, STAGES, "{from} is in the board");
+            let e = error(&text);
+            assert!(
+                e.contains("board `stage_clears` (#1)") && e.contains(at) && e.contains(says),
+                "{to}: {e}"
+            );
+        }
+        let e = error(&GOOD.replace("score = \"count * value\"", "order_by = []"));
+        assert!(e.contains("`order_by`: has 0 fields"), "{e}");
+        let e = error(&GOOD.replace("score = \"count * value\"", ""));
+        assert!(
+            e.contains("field `score`") && e.contains("is missing"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -18,15 +18,22 @@ pub struct BoardSpec {
     #[serde(default)]
     pub filter: Option<String>,
     pub member: String,
-    pub score: String,
+    /// The value ranked; `None` only for a composite board (`order_by`).
+    #[serde(default)]
+    pub score: Option<String>,
+    /// Composite ordering (SPEC §8.2): the fields ranked in order, instead
+    /// of `score`.
+    #[serde(default)]
+    pub order_by: Option<Vec<FieldSpec>>,
     #[serde(default)]
     pub scope: Option<String>,
     #[serde(default)]
     pub periods: Vec<String>,
     #[serde(default)]
     pub windows: Vec<String>,
+    /// `None` means `sum` (composite boards set it per field instead).
     #[serde(default)]
-    pub aggregate: Aggregate,
+    pub aggregate: Option<Aggregate>,
     #[serde(default)]
     pub tie_break: TieBreak,
     #[serde(default)]
@@ -41,6 +48,24 @@ pub struct BoardSpec {
     /// (SPEC §8.1): `["week", "month"]`.
     #[serde(default)]
     pub archive: Vec<String>,
+}
+
+/// One `order_by` entry as written. Keys other than these are collected in
+/// `unknown` so the compiler can name them with the entry's position.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct FieldSpec {
+    #[serde(default)]
+    pub field: Option<String>,
+    #[serde(default)]
+    pub score: Option<String>,
+    #[serde(default)]
+    pub filter: Option<String>,
+    #[serde(default)]
+    pub aggregate: Option<String>,
+    #[serde(default)]
+    pub order: Option<String>,
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, toml::Value>,
 }
 
 /// The settings outside `[[board]]` that compiling boards needs, already

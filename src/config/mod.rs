@@ -420,7 +420,7 @@ pub fn test_boards(boards: &str) -> BoardSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::{Aggregate, TieBreak};
+    use crate::board::TieBreak;
 
     const MINIMAL: &str = r#"
         [kafka]
@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(c.http.listen.to_string(), "127.0.0.1:9898");
         assert_eq!(c.redis.key_prefix, "rankflow");
         assert_eq!(c.kafka.group_id, "rankflow");
-        assert_eq!(c.boards[0].aggregate, Aggregate::Sum);
+        assert_eq!(c.boards[0].aggregate, None, "sum unless given");
         assert_eq!(c.boards[0].tie_break, TieBreak::None);
     }
 

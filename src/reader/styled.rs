@@ -161,6 +161,7 @@ impl Reader {
                     rank: shown,
                     member: member.clone(),
                     score: value,
+                    fields: None,
                 },
             ));
         }

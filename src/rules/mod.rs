@@ -3,6 +3,12 @@
 //! board instance (`scope`). The expressions were compiled once at start-up
 //! ([`crate::expr`]); here they are only evaluated.
 //!
+//! A composite board (SPEC §8.2) evaluates each field's filter and
+//! expression: a field whose filter fails carries no value from the event,
+//! and a board none of whose fields matched is filtered for that event.
+//! Field values must be integers in [−2^53, 2^53]: exact means exact, so a
+//! fraction or a larger value is an expression error, never rounded.
+//!
 //! An event is all-or-nothing: if any matching board's expression fails, the
 //! event changes no board and goes to the dead-letter topic, so that fixing
 //! and replaying it cannot double-count the boards that did succeed.
@@ -10,6 +16,8 @@
 use std::borrow::Cow;
 
 use crate::board::BoardSet;
+use crate::board::composite::{self, MAX_FIELDS, Values};
+use crate::board::model::Board;
 use crate::board::score::is_exact;
 use crate::event::Event;
 use crate::expr::EvalError;
@@ -26,7 +34,11 @@ pub struct Update<'e> {
     pub board: usize,
     pub scope: Option<Cow<'e, str>>,
     pub member: Cow<'e, str>,
+    /// The score; for a composite board its first field (0 when that
+    /// field has no value from this event).
     pub value: f64,
+    /// A composite board's field values from this event.
+    pub fields: Option<Values>,
 }
 
 /// Why an event's rules could not be evaluated (dead-letter reason `expression`).
@@ -37,6 +49,18 @@ pub enum RuleError {
         board: String,
         field: &'static str,
         source: EvalError,
+    },
+    #[error("board `{board}`, order_by field `{field}`: {source}")]
+    FieldEval {
+        board: String,
+        field: String,
+        source: EvalError,
+    },
+    #[error("board `{board}`, order_by field `{field}`: {problem}")]
+    BadField {
+        board: String,
+        field: String,
+        problem: String,
     },
     #[error("board `{board}`, field `{field}`: {problem}")]
     BadKey {
@@ -88,9 +112,19 @@ fn evaluate_inner<'e>(
         {
             continue;
         }
+        let composite = match &board.composite {
+            Some(_) => match field_values(board, event)? {
+                Some(values) => Some(values),
+                None => continue,
+            },
+            None => None,
+        };
         let member = board.member.eval_string(fields).map_err(fail("member"))?;
         check_key(&board.name, "member", &member)?;
-        let value = board.score.eval_number(fields).map_err(fail("score"))?;
+        let value = match &composite {
+            Some(values) => values[0].unwrap_or(0) as f64,
+            None => board.score.eval_number(fields).map_err(fail("score"))?,
+        };
         if !is_exact(value) {
             return Err(RuleError::BadKey {
                 board: board.name.clone(),
@@ -111,9 +145,45 @@ fn evaluate_inner<'e>(
             scope,
             member,
             value,
+            fields: composite,
         });
     }
     Ok(())
+}
+
+/// A composite board's values from `event`: per field its expression where
+/// its filter passes; `None` when no field's filter passed.
+fn field_values(board: &Board, event: &Event) -> Result<Option<Values>, RuleError> {
+    let Some(c) = &board.composite else {
+        return Ok(None);
+    };
+    let mut values: Values = [None; MAX_FIELDS];
+    let mut any = false;
+    for (i, (f, spec)) in c.fields.iter().zip(&c.layout.fields).enumerate() {
+        let fail = |source: EvalError| RuleError::FieldEval {
+            board: board.name.clone(),
+            field: spec.name.clone(),
+            source,
+        };
+        if let Some(filter) = &f.filter
+            && !filter.eval_bool(&event.fields).map_err(fail)?
+        {
+            continue;
+        }
+        let v = f.score.eval_number(&event.fields).map_err(fail)?;
+        if !composite::in_range(v) {
+            return Err(RuleError::BadField {
+                board: board.name.clone(),
+                field: spec.name.clone(),
+                problem: format!(
+                    "{v} is not an integer in [-2^53, 2^53]; composite fields are exact, never rounded"
+                ),
+            });
+        }
+        values[i] = Some(v as i64);
+        any = true;
+    }
+    Ok(any.then_some(values))
 }
 
 fn check_key(board: &str, field: &'static str, value: &str) -> Result<(), RuleError> {
@@ -192,6 +262,71 @@ mod tests {
         out.clear();
         evaluate(&set, &e, &mut out).unwrap();
         assert_eq!(out.len(), 1, "the flower filter drops a rose");
+    }
+
+    const STAGES: &str = r#"
+        [[board]]
+        name = "stage_clears"
+        event = "score"
+        member = "user_id"
+        periods = ["day"]
+        order_by = [
+          { field = "levels", score = "cleared ? 1 : 0", filter = "has(cleared)", aggregate = "sum" },
+          { field = "revives", score = "revives", filter = "has(revives)", aggregate = "sum", order = "asc" },
+          { field = "first_clear", score = "ts", filter = "has(cleared) && cleared", aggregate = "min" },
+        ]
+    "#;
+
+    fn score(extra: serde_json::Value) -> Event {
+        let mut e = serde_json::json!({
+            "type": "score", "event_id": "e", "ts": 1_763_700_000_000i64, "user_id": "u1",
+            "game_id": "g", "points": 1
+        });
+        if let (Some(m), serde_json::Value::Object(x)) = (e.as_object_mut(), extra) {
+            m.extend(x);
+        }
+        event(e)
+    }
+
+    #[test]
+    fn composite_fields_take_values_where_their_filters_pass() {
+        let set = crate::config::test_boards(STAGES);
+        let fields = |extra: serde_json::Value| {
+            let e = score(extra);
+            let mut out = Vec::new();
+            evaluate(&set, &e, &mut out)
+                .map(|()| out.iter().map(|u| (u.value, u.fields)).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            fields(serde_json::json!({"cleared": true, "revives": 2})).unwrap(),
+            [(1.0, Some([Some(1), Some(2), Some(1_763_700_000_000), None]))]
+        );
+        // No first field: the score placeholder is 0.
+        assert_eq!(
+            fields(serde_json::json!({"revives": 3})).unwrap(),
+            [(0.0, Some([None, Some(3), None, None]))]
+        );
+        assert!(
+            fields(serde_json::json!({})).unwrap().is_empty(),
+            "no field matched: filtered"
+        );
+        let halves = crate::config::test_boards(
+            &STAGES.replace("\"revives\", filter", "\"revives * 0.5\", filter"),
+        );
+        for (set, bad) in [(&set, 100_000_000_000_000_000i64), (&halves, 3)] {
+            let e = score(serde_json::json!({ "revives": bad }));
+            let err = evaluate(set, &e, &mut Vec::new()).unwrap_err();
+            assert_eq!(err.reason(), DlqReason::Expression);
+            assert!(
+                err.to_string().contains("order_by field `revives`"),
+                "{err}"
+            );
+            // (The expression layer refuses integers past 2^53 itself.)
+            assert!(
+                err.to_string().contains("never rounded") || err.to_string().contains("2^53"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

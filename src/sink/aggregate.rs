@@ -11,6 +11,7 @@
 //! whose value is kept.
 
 use crate::board::Aggregate;
+use crate::board::composite::{Layout, MAX_FIELDS, Values};
 
 /// A member's aggregated value and the time it was reached.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,6 +49,28 @@ impl Agg {
                     *self = other;
                 }
             }
+        }
+    }
+}
+
+/// A composite member's fields (SPEC §8.2), each a value and the time it
+/// was reached, combined field by field with the field's own rule. The
+/// tuple's tie time is the latest of its fields' times: when the member
+/// reached its current tuple. A field without a value is `None`.
+pub type FieldAggs = [Option<Agg>; MAX_FIELDS];
+
+/// One event's field values at time `ts`.
+pub fn field_aggs(values: &Values, ts: i64) -> FieldAggs {
+    values.map(|v| v.map(|v| Agg::new(v as f64, ts)))
+}
+
+/// Folds `other` into `acc` field by field under `layout`'s rules.
+pub fn combine_fields(layout: &Layout, acc: &mut FieldAggs, other: &FieldAggs) {
+    for (i, f) in layout.fields.iter().enumerate() {
+        match (&mut acc[i], other[i]) {
+            (Some(a), Some(b)) => a.combine(f.aggregate, b),
+            (slot @ None, Some(b)) => *slot = Some(b),
+            (_, None) => {}
         }
     }
 }

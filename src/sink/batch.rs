@@ -31,7 +31,7 @@ use crate::rules::Update;
 pub use crate::telemetry::Outcome;
 
 use super::FlushReport;
-use super::aggregate::Agg;
+use super::aggregate::{Agg, FieldAggs, field_aggs};
 use super::call::CLOSED_CUTOFF;
 
 /// A partition's share of the batch.
@@ -75,6 +75,9 @@ pub struct Raw {
     pub view: u16,
     pub member: Arc<str>,
     pub agg: Agg,
+    /// A composite board's fields (boxed: plain boards, the common case,
+    /// keep their updates small).
+    pub fields: Option<Box<FieldAggs>>,
     /// Window bucket end; 0 for periods.
     pub bucket_end: i64,
 }
@@ -272,6 +275,7 @@ impl Batch {
                     view: v,
                     member: member.clone(),
                     agg: Agg::new(u.value, ts),
+                    fields: u.fields.as_ref().map(|f| Box::new(field_aggs(f, ts))),
                     bucket_end: r.bucket_end.unwrap_or(0),
                 });
             }

@@ -20,7 +20,7 @@ use crate::board::model::{Board, ViewSpec};
 
 use std::time::Instant;
 
-use super::aggregate::Agg;
+use super::aggregate::{Agg, FieldAggs, combine_fields};
 use super::batch::{FastMap, Instance, PartState};
 use super::expiry::ExpiryCache;
 
@@ -178,6 +178,9 @@ fn push_view_keys(
     if board.needs_time() {
         extra.push(helper("t"));
     }
+    if board.composite.is_some() {
+        extra.push(helper("f"));
+    }
     if archived {
         extra.push(keys::closed_key(&key));
     }
@@ -194,7 +197,10 @@ fn push_view_keys(
 }
 
 fn push_header(args: &mut Vec<String>, board: &Board, fence_expire: &str) {
-    args.push(agg_code(board.aggregate).to_string());
+    match &board.composite {
+        Some(c) => args.push(c.layout.script_code()),
+        None => args.push(agg_code(board.aggregate).to_string()),
+    }
     args.push(board.tie_key.code().to_string());
     args.push(fence_expire.to_string());
 }
@@ -202,7 +208,8 @@ fn push_header(args: &mut Vec<String>, board: &Board, fence_expire: &str) {
 /// The fence-hash field holding the |delta| bound of a plain-sum period
 /// view's kind (`~abs:day`), or `None` when the board is not a plain sum.
 fn bound_field(board: &Board, view_id: &str) -> Option<String> {
-    if board.aggregate != Aggregate::Sum || board.tie_key.code() != "n" {
+    if board.aggregate != Aggregate::Sum || board.tie_key.code() != "n" || board.composite.is_some()
+    {
         return None;
     }
     let kind = view_id.split(':').next().unwrap_or(view_id);
@@ -244,8 +251,12 @@ struct Encoded {
 /// for the fences, and the updates merged per (view, member, bucket).
 struct Merged<'a> {
     groups: BTreeMap<u16, (i64, i64)>,
-    updates: FastMap<(u16, &'a Arc<str>, i64), Agg>,
+    updates: FastMap<(u16, &'a Arc<str>, i64), Pending>,
 }
+
+/// A member's merged update of one view: the value (and, for a composite
+/// board, every field).
+type Pending = (Agg, Option<Box<FieldAggs>>);
 
 /// Merges an instance's updates across partitions, leaving out those at or
 /// below the fences learnt (`fences`: partition index → fence). The script
@@ -253,7 +264,7 @@ struct Merged<'a> {
 /// one update per view however many partitions its events came from.
 fn merge<'a>(board: &Board, inst: &'a Instance, fences: &HashMap<u16, i64>) -> Merged<'a> {
     let mut groups: BTreeMap<u16, (i64, i64)> = BTreeMap::new();
-    let mut updates: FastMap<(u16, &Arc<str>, i64), Agg> = FastMap::default();
+    let mut updates: FastMap<(u16, &Arc<str>, i64), Pending> = FastMap::default();
     for u in &inst.updates {
         if fences.get(&u.part).is_some_and(|&f| u.offset <= f) {
             continue;
@@ -263,8 +274,13 @@ fn merge<'a>(board: &Board, inst: &'a Instance, fences: &HashMap<u16, i64>) -> M
         g.1 = g.1.max(u.offset);
         updates
             .entry((u.view, &u.member, u.bucket_end))
-            .and_modify(|a| a.combine(board.aggregate, u.agg))
-            .or_insert(u.agg);
+            .and_modify(|(a, fields)| {
+                a.combine(board.aggregate, u.agg);
+                if let (Some(acc), Some(other), Some(c)) = (fields, &u.fields, &board.composite) {
+                    combine_fields(&c.layout, acc, other);
+                }
+            })
+            .or_insert_with(|| (u.agg, u.fields.clone()));
     }
     Merged { groups, updates }
 }
@@ -306,7 +322,7 @@ fn encode(
     push_groups(&mut args, &merged.groups, parts);
     // Per view, the sum of |delta| this call adds.
     let mut absum = vec![0.0f64; inst.views.len()];
-    for ((view, _, _), agg) in &merged.updates {
+    for ((view, _, _), (agg, _)) in &merged.updates {
         absum[*view as usize] += agg.value.abs();
     }
     args.push(inst.views.len().to_string());
@@ -363,23 +379,33 @@ fn push_updates(
     args: &mut Vec<String>,
     board: &Board,
     inst: &Instance,
-    merged: FastMap<(u16, &Arc<str>, i64), Agg>,
+    merged: FastMap<(u16, &Arc<str>, i64), Pending>,
 ) -> usize {
     // A plain sum (no tie-break, no window) never reads the event time.
     let with_ts = board.needs_time()
         || board.aggregate != Aggregate::Sum
         || inst.views.iter().any(|v| v.window_ms.is_some());
-    let mut per_view: Vec<Vec<(&Arc<str>, i64, Agg)>> = vec![Vec::new(); inst.views.len()];
-    for ((view, member, bucket), agg) in merged {
-        per_view[view as usize].push((member, bucket, agg));
+    let mut per_view: Vec<Vec<(&Arc<str>, i64, Pending)>> = vec![Vec::new(); inst.views.len()];
+    for ((view, member, bucket), pending) in merged {
+        per_view[view as usize].push((member, bucket, pending));
     }
     let mut count = 0;
     for (view, entries) in per_view.into_iter().enumerate() {
         let window = inst.views[view].window_ms.is_some();
         args.push(entries.len().to_string());
         count += entries.len();
-        for (member, bucket, agg) in entries {
+        for (member, bucket, (agg, fields)) in entries {
             args.push(member.to_string());
+            if let (Some(c), Some(fields)) = (&board.composite, fields) {
+                // Composite: per field "value:time", or "" without a value.
+                for f in fields.iter().take(c.layout.fields.len()) {
+                    args.push(match f {
+                        Some(a) => format!("{}:{}", num(a.value), a.ts),
+                        None => String::new(),
+                    });
+                }
+                continue;
+            }
             args.push(num(agg.value));
             if with_ts {
                 args.push(agg.ts.to_string());

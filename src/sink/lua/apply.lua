@@ -14,7 +14,8 @@
 --     period: K [, K:t]
 --     archived period: K [, K:t], K:closed
 --     window: K [, K:t], K:log, K:n [, K:ord], K:cut
---   (K:t when tie != "n" or agg == "last"; K:ord for max/min)
+--   (K:t when tie != "n" or agg == "last", never for composite boards;
+--    K:f for composite boards, right after K [, K:t]; K:ord for max/min)
 -- ARGV  now, ninstances, then per instance:
 --       agg, tie, fence_expire, ngroups, {field, lo, hi} x ngroups,
 --       nviews, {"p" | "a", expire_at, absum, bound_field
@@ -32,6 +33,11 @@
 --        applied together or not at all)
 --       (ts unless the instance is a plain sum: agg "sum", tie "n", no window;
 --        bucket_end for windows)
+--       Composite boards (SPEC §8.2; agg "c" .. {rule, code} x nfields ..
+--       direction, e.g. "csdsanpa"... see src/board/composite.rs
+--       `script_code`; periods only): per update
+--       {member, field_1 .. field_n}, each field "value:time" or "" when
+--       the event gave it no value.
 --
 -- Reply {1, more, {applied, evicted, overflow, late, cutoffs} x ninstances}
 --       (cutoffs: when late > 0, the cutoff each view used, in view order,
@@ -45,6 +51,9 @@ local now = tonumber(ARGV[1])
 -- Rules of the instance being applied; set per instance below and read by
 -- the helper functions.
 local agg, tie, needs_t, uses_ord
+-- Composite instances: per field {rule = "sum"|..., comp = bool}, and the
+-- listing direction ("d" or "a"); nil for other boards.
+local cfields, cdir
 
 local MAX_EXACT = 9007199254740992  -- 2^53: larger magnitudes are not exact in a double
 local MAXT = 281474976710655        -- 2^48 - 1: tie keys are 12 hex digits
@@ -96,16 +105,16 @@ end
 -- The aggregate rules; Rust pre-aggregates a batch with the same ones
 -- (src/sink/aggregate.rs), which is sound because each is associative and
 -- commutative. Returns the new (v, t), or nil when nothing changes.
-local function combine(V, T, v, t)
+local function combine_rule(rule, V, T, v, t)
   if V == nil then return v, t end
-  if agg == "sum" then
+  if rule == "sum" then
     if T ~= nil and T > t then t = T end
     return V + v, t
-  elseif agg == "max" then
+  elseif rule == "max" then
     if v > V then return v, t end
     if v == V and T ~= nil and t < T then return V, t end
     return nil
-  elseif agg == "min" then
+  elseif rule == "min" then
     if v < V then return v, t end
     if v == V and T ~= nil and t < T then return V, t end
     return nil
@@ -113,6 +122,116 @@ local function combine(V, T, v, t)
     if T == nil or t > T or (t == T and v > V) then return v, t end
     return nil
   end
+end
+
+local function combine(V, T, v, t)
+  return combine_rule(agg, V, T, v, t)
+end
+
+-- Composite boards (src/board/composite.rs has the same encoding): the
+-- score is the first field (an infinity listing last when it has no
+-- value); the member is prefixed by a 15-hex-digit code per further field
+-- (sign digit 1 or 2, then 14 digits of 2^53+v or of v: no double above
+-- 2^53 is ever needed), complemented where the field's order differs from
+-- the listing direction, "missing" being the code listed last; then the
+-- tie key (time of the latest field change) as for other boards.
+local COMPL = { ["0"] = "f", ["1"] = "e", ["2"] = "d", ["3"] = "c", ["4"] = "b", ["5"] = "a",
+  ["6"] = "9", ["7"] = "8", ["8"] = "7", ["9"] = "6", a = "5", b = "4", c = "3", d = "2",
+  e = "1", f = "0" }
+
+local function ccode(i, f)
+  if not f then
+    if cdir == "d" then return "000000000000000" end
+    return "fffffffffffffff"
+  end
+  local v = f[1]
+  local s
+  if v < 0 then
+    s = "1" .. string.format("%014x", MAX_EXACT + v)
+  else
+    s = "2" .. string.format("%014x", v)
+  end
+  if cfields[i].comp then s = (string.gsub(s, "%x", COMPL)) end
+  return s
+end
+
+local function cenc(m, st)
+  local parts = {}
+  local t = 0
+  for i = 1, #cfields do
+    if i > 1 then parts[#parts + 1] = ccode(i, st[i]) end
+    if st[i] and st[i][2] > t then t = st[i][2] end
+  end
+  parts[#parts + 1] = enc(m, t)
+  return table.concat(parts)
+end
+
+local function cscore(st)
+  if st[1] then return num(st[1][1]) end
+  if cdir == "d" then return "-inf" end
+  return "+inf"
+end
+
+-- K:f text: per field "value:time" or "", joined by ";".
+local function cparse(s)
+  local st = {}
+  local i = 1
+  for part in string.gmatch(s .. ";", "([^;]*);") do
+    if part ~= "" then
+      local c = string.find(part, ":", 1, true)
+      st[i] = { tonumber(string.sub(part, 1, c - 1)), tonumber(string.sub(part, c + 1)) }
+    else
+      st[i] = false
+    end
+    i = i + 1
+  end
+  return st
+end
+
+local function cser(st)
+  local parts = {}
+  for i = 1, #cfields do
+    if st[i] then parts[i] = num(st[i][1]) .. ":" .. num(st[i][2]) else parts[i] = "" end
+  end
+  return table.concat(parts, ";")
+end
+
+-- One composite update of a period view (fields at ARGV[base + 1 ..]).
+-- Returns 1 applied, 2 overflow, 0 no change.
+local function apply_composite(view, m, base)
+  local old = redis.call("HGET", view.f, m)
+  local st = {}
+  if old then st = cparse(old) end
+  local nst = {}
+  local changed = false
+  for i = 1, #cfields do
+    local cur = st[i] or false
+    local u = ARGV[base + i]
+    if u ~= "" then
+      local c = string.find(u, ":", 1, true)
+      local dv, dt = tonumber(string.sub(u, 1, c - 1)), tonumber(string.sub(u, c + 1))
+      local V, T = nil, nil
+      if cur then V, T = cur[1], cur[2] end
+      local rule = cfields[i].rule
+      local nv, nt = combine_rule(rule, V, T, dv, dt)
+      if nv ~= nil then
+        -- A sum rounded past 2^53 can land on 2^53 itself: undo it to see.
+        if nv > MAX_EXACT or nv < -MAX_EXACT or (rule == "sum" and V ~= nil and nv - V ~= dv) then
+          return 2
+        end
+        if not cur or nv ~= cur[1] or nt ~= cur[2] then
+          cur = { nv, nt }
+          changed = true
+        end
+      end
+    end
+    nst[i] = cur
+  end
+  if not changed then return 0 end
+  if old then redis.call("ZREM", view.key, cenc(m, st)) end
+  redis.call("ZADD", view.key, cscore(nst), cenc(m, nst))
+  redis.call("HSET", view.f, m, cser(nst))
+  return 1
 end
 
 -- Order-preserving bytes of a double (ascending), for the per-member
@@ -302,6 +421,7 @@ local function finish(inst)
         -- A period's expiry is fixed by its end: set it as is.
         redis.call("PEXPIREAT", view.key, view.exp)
         if needs_t then redis.call("PEXPIREAT", view.t, view.exp) end
+        if view.f then redis.call("PEXPIREAT", view.f, view.exp) end
       else
         expire_at(view.key, view.exp)
         if needs_t then expire_at(view.t, view.exp) end
@@ -332,6 +452,19 @@ for i = 1, tonumber(ARGV[2]) do
   inst.needs_t = (inst.tie ~= "n") or (inst.agg == "last")
   inst.uses_ord = (inst.agg == "max") or (inst.agg == "min")
   local plain = (inst.agg == "sum") and (inst.tie == "n")
+  if string.sub(inst.agg, 1, 1) == "c" then
+    local rules = { s = "sum", x = "max", n = "min", l = "last" }
+    inst.cfields = {}
+    for j = 2, #inst.agg - 1, 2 do
+      inst.cfields[#inst.cfields + 1] = {
+        rule = rules[string.sub(inst.agg, j, j)],
+        comp = string.sub(inst.agg, j + 1, j + 1) == "c",
+      }
+    end
+    inst.cdir = string.sub(inst.agg, -1)
+    inst.needs_t = false
+    plain = false
+  end
   k = k + 1
   local ngroups = tonumber(ARGV[a + 3])
   a = a + 4
@@ -347,6 +480,7 @@ for i = 1, tonumber(ARGV[2]) do
     a = a + 2
     k = k + 1
     if inst.needs_t then view.t = KEYS[k]; k = k + 1 end
+    if inst.cfields then view.f = KEYS[k]; k = k + 1 end
     if view.kind == "a" then
       -- An archived period is a period with a closed marker to check.
       view.closed = KEYS[k]; k = k + 1
@@ -371,7 +505,8 @@ for i = 1, tonumber(ARGV[2]) do
   end
   -- A plain sum's updates carry no event time; windows add the bucket end.
   for v = 1, nviews do
-    if plain then views[v].width = 2
+    if inst.cfields then views[v].width = 1 + #inst.cfields
+    elseif plain then views[v].width = 2
     elseif views[v].kind == "w" then views[v].width = 4
     else views[v].width = 3 end
   end
@@ -439,6 +574,7 @@ local reply = { 1, 0 }
 for i = 1, #instances do
   local inst = instances[i]
   agg, tie, needs_t, uses_ord = inst.agg, inst.tie, inst.needs_t, inst.uses_ord
+  cfields, cdir = inst.cfields, inst.cdir
   evicted = 0
   evict_more = false
   local views = inst.views
@@ -475,7 +611,9 @@ for i = 1, #instances do
         local dt = 0
         if width > 2 then dt = tonumber(ARGV[base + 2]) end
         local r
-        if view.kind == "p" then
+        if cfields then
+          r = apply_composite(view, m, base)
+        elseif view.kind == "p" then
           r = apply_period(view, m, dv, dt)
         else
           r = apply_window(view, m, dv, dt, ARGV[base + 3])
