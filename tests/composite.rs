@@ -1,0 +1,571 @@
+//! Composite boards (SPEC §8.2) against a reference model written here from
+//! the spec, never from the code under test:
+//! - random composite boards (1-4 fields, random orders, aggregates and
+//!   tie-breaks) fed random events with out-of-order times, in several
+//!   batches, through the rules, the batch and the Lua script into a real
+//!   Redis: the order, every field and each member's rank match the model;
+//! - the seed 000 stage-clear board end to end through tansu, Redis and
+//!   the HTTP API, and its raw `ZREVRANGE` decoded the way
+//!   docs/score-encoding.md tells any client to;
+//! - `rankflow check` refuses bad `order_by` definitions with located
+//!   messages (exit 2) and prints each field's exact range.
+
+mod common;
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::direct::Direct;
+use common::*;
+use rankflow::clock::{ManualClock, SharedClock};
+use rankflow::reader::Query;
+use serde_json::json;
+
+const MAX: i64 = 1 << 53;
+const T0: i64 = 1_763_700_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Rule {
+    Sum,
+    Max,
+    Min,
+    Last,
+}
+
+/// One field as the test defines it: rule and whether higher is better.
+#[derive(Debug, Clone, Copy)]
+struct FieldDef {
+    rule: Rule,
+    desc: bool,
+}
+
+#[derive(Debug, Clone)]
+struct BoardDef {
+    name: String,
+    fields: Vec<FieldDef>,
+    /// "none", "earliest" or "latest".
+    tie: &'static str,
+}
+
+/// A small deterministic generator (xorshift64*), so a failure replays.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+impl BoardDef {
+    fn random(g: &mut Gen, name: String) -> BoardDef {
+        let n = 1 + g.below(4) as usize;
+        let fields = (0..n)
+            .map(|_| FieldDef {
+                rule: [Rule::Sum, Rule::Max, Rule::Min, Rule::Last][g.below(4) as usize],
+                desc: g.below(2) == 0,
+            })
+            .collect();
+        let tie = ["none", "earliest", "latest"][g.below(3) as usize];
+        BoardDef { name, fields, tie }
+    }
+
+    /// Sum fields read the small `s<i>` values (no overflow), the others
+    /// `v<i>`, which include ±2^53.
+    fn source(&self, i: usize) -> String {
+        match self.fields[i].rule {
+            Rule::Sum => format!("s{i}"),
+            _ => format!("v{i}"),
+        }
+    }
+
+    fn toml(&self) -> String {
+        let fields: Vec<String> = self
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let rule = format!("{:?}", f.rule).to_lowercase();
+                let order = if f.desc { "desc" } else { "asc" };
+                let src = self.source(i);
+                format!(
+                    "  {{ field = \"f{i}\", score = \"{src}\", filter = \"has({src})\", aggregate = \"{rule}\", order = \"{order}\" }},"
+                )
+            })
+            .collect();
+        format!(
+            "[[board]]\nname = \"{}\"\nevent = \"score\"\nmember = \"user_id\"\nperiods = [\"all\"]\ntie_break = \"{}\"\norder_by = [\n{}\n]\n",
+            self.name,
+            self.tie,
+            fields.join("\n")
+        )
+    }
+}
+
+/// The aggregate rules as SPEC §2 / docs state them, on (value, time):
+/// sum adds and keeps the latest time; max/min keep the best value and the
+/// earliest time it was reached; last keeps the value of the latest time
+/// (the greater value on equal times).
+fn fold(rule: Rule, acc: Option<(i64, i64)>, v: i64, t: i64) -> (i64, i64) {
+    let Some((a, at)) = acc else { return (v, t) };
+    match rule {
+        Rule::Sum => (a + v, at.max(t)),
+        Rule::Max if v > a || (v == a && t < at) => (v, t),
+        Rule::Min if v < a || (v == a && t < at) => (v, t),
+        Rule::Last if t > at || (t == at && v > a) => (v, t),
+        _ => (a, at),
+    }
+}
+
+/// Per member: each field's (value, time reached).
+type Model = BTreeMap<String, Vec<Option<(i64, i64)>>>;
+
+fn model(def: &BoardDef, events: &[serde_json::Value]) -> Model {
+    let mut out: Model = BTreeMap::new();
+    for e in events {
+        let member = e["user_id"].as_str().unwrap_or_default().to_string();
+        let t = e["ts"].as_i64().unwrap_or_default();
+        let values: Vec<Option<i64>> = (0..def.fields.len())
+            .map(|i| e[def.source(i)].as_i64())
+            .collect();
+        if values.iter().all(Option::is_none) {
+            continue;
+        }
+        let state = out
+            .entry(member)
+            .or_insert_with(|| vec![None; def.fields.len()]);
+        for (i, v) in values.into_iter().enumerate() {
+            if let Some(v) = v {
+                state[i] = Some(fold(def.fields[i].rule, state[i], v, t));
+            }
+        }
+    }
+    out
+}
+
+/// Members in rank order with their field values: fields in order (a
+/// missing value after every value), then tie time, then member bytes in
+/// the listing direction (descending for a `desc` first field).
+fn ranked(def: &BoardDef, m: &Model) -> Vec<(String, Vec<Option<i64>>)> {
+    let tie_time = |s: &Vec<Option<(i64, i64)>>| s.iter().flatten().map(|x| x.1).max().unwrap_or(0);
+    let mut rows: Vec<_> = m.iter().collect();
+    rows.sort_by(|(ma, a), (mb, b)| {
+        for (i, f) in def.fields.iter().enumerate() {
+            let c = match (a[i], b[i]) {
+                (None, None) => Ordering::Equal,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(_), None) => Ordering::Less,
+                (Some(x), Some(y)) if f.desc => y.0.cmp(&x.0),
+                (Some(x), Some(y)) => x.0.cmp(&y.0),
+            };
+            if c != Ordering::Equal {
+                return c;
+            }
+        }
+        let t = match def.tie {
+            "earliest" => tie_time(a).cmp(&tie_time(b)),
+            "latest" => tie_time(b).cmp(&tie_time(a)),
+            _ => Ordering::Equal,
+        };
+        t.then_with(|| {
+            if def.fields[0].desc {
+                mb.as_bytes().cmp(ma.as_bytes())
+            } else {
+                ma.as_bytes().cmp(mb.as_bytes())
+            }
+        })
+    });
+    rows.into_iter()
+        .map(|(m, s)| (m.clone(), s.iter().map(|x| x.map(|(v, _)| v)).collect()))
+        .collect()
+}
+
+fn random_events(g: &mut Gen, n: usize, members: u64) -> Vec<serde_json::Value> {
+    let value = |g: &mut Gen| -> i64 {
+        match g.below(10) {
+            0 => MAX,
+            1 => -MAX,
+            2 => MAX - 1,
+            3 => -(MAX - 1),
+            _ => g.below(5) as i64 - 2,
+        }
+    };
+    (0..n)
+        .map(|k| {
+            let mut e = json!({
+                "type": "score", "event_id": format!("e{k}"),
+                // Out of order: up to 20 s back, often equal times.
+                "ts": T0 - (g.below(20) as i64) * 1000,
+                "user_id": format!("u{}", g.below(members)),
+                "game_id": "g", "points": 1,
+            });
+            for i in 0..4 {
+                if g.below(2) == 0 {
+                    e[format!("s{i}")] = json!(g.below(7) as i64 - 3);
+                }
+                if g.below(2) == 0 {
+                    e[format!("v{i}")] = json!(value(g));
+                }
+            }
+            e
+        })
+        .collect()
+}
+
+fn query(board: &str) -> Query {
+    Query {
+        board: board.to_string(),
+        view: "all".to_string(),
+        scope: None,
+        period: None,
+    }
+}
+
+/// What the reader gives for a field map: values in field order.
+fn field_values(fields: &serde_json::Value, n: usize) -> Vec<Option<i64>> {
+    (0..n).map(|i| fields[format!("f{i}")].as_i64()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_composite_boards_in_redis_rank_as_the_reference_model() {
+    let redis = Redis::start();
+    let mut total_members = 0;
+    let mut checked_boards = 0;
+    for round in 0..6u64 {
+        let mut g = Gen(0x9E37_79B9_7F4A_7C15 ^ (round + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+        let defs: Vec<BoardDef> = (0..6)
+            .map(|b| BoardDef::random(&mut g, format!("c{b}")))
+            .collect();
+        let text: String = defs.iter().map(BoardDef::toml).collect();
+        let mut direct = Direct::new(&redis.url(), &unique("rf"), &text, T0 + 60_000).await;
+        let events = random_events(&mut g, 120, 12);
+        // Three batches: pre-aggregation in Rust, then combining in Lua.
+        for chunk in events.chunks(40) {
+            let (_, report) = direct.apply(chunk).await;
+            for (i, c) in report.boards.iter().enumerate() {
+                assert_eq!(c.overflow, 0, "board {i}: no sum can overflow here");
+            }
+        }
+        let reader = direct.reader();
+        for def in &defs {
+            let expected = ranked(def, &model(def, &events));
+            let list = reader.top(&query(&def.name), 0, 1000).await.expect("top");
+            let got: Vec<(String, Vec<Option<i64>>)> = list
+                .entries
+                .iter()
+                .map(|e| {
+                    let fields = serde_json::to_value(&e.fields).expect("fields serialize");
+                    (e.member.clone(), field_values(&fields, def.fields.len()))
+                })
+                .collect();
+            assert_eq!(got, expected, "round {round}, {def:?}");
+            for (e, (_, want)) in list.entries.iter().zip(&expected) {
+                // "score" is the first field; a board without it lists last.
+                match want[0] {
+                    Some(v) => assert_eq!(e.score, v as f64, "{def:?}"),
+                    None => assert!(e.score.is_infinite(), "{def:?}"),
+                }
+            }
+            // Each member's own rank, found without scanning (K:f lookup).
+            for (rank, (member, want)) in expected.iter().enumerate() {
+                let m = reader
+                    .member(&query(&def.name), member)
+                    .await
+                    .expect("member");
+                let fields = serde_json::to_value(&m.fields).expect("fields");
+                assert_eq!(m.rank, rank as u64 + 1, "{member} in {def:?}");
+                assert_eq!(&field_values(&fields, def.fields.len()), want);
+            }
+            total_members += expected.len();
+            checked_boards += 1;
+        }
+    }
+    println!(
+        "checked {checked_boards} random composite boards ({total_members} members) against the model"
+    );
+}
+
+// ------------------------------------------------------------ seed 000
+
+const STAGES: &str = r#"
+[[board]]
+name = "stage_clears"
+event = "score"
+member = "user_id"
+periods = ["day", "all"]
+order_by = [
+  { field = "levels",      score = "cleared ? 1 : 0", filter = "has(cleared)", aggregate = "sum", order = "desc" },
+  { field = "revives",     score = "revives", filter = "has(revives)", aggregate = "sum", order = "asc" },
+  { field = "first_clear", score = "ts", filter = "has(cleared) && cleared", aggregate = "min", order = "asc" },
+]
+"#;
+
+/// (levels, revives, first_clear), `None` for a field without a value.
+type Stage = (Option<i64>, Option<i64>, Option<i64>);
+
+/// Decodes a raw stage-clear entry as docs/score-encoding.md tells any
+/// client to: score = levels; then two 15-hex codes; the first field is
+/// `desc`, so the listing is descending and `asc` fields are complemented.
+fn decode_raw(member: &str, score: &str) -> (String, Option<i64>, Option<i64>, Option<i64>) {
+    let code = |hex: &str| -> Option<i64> {
+        if hex == "000000000000000" {
+            return None; // no value: the code listed last
+        }
+        // asc field in a desc listing: complemented digits.
+        let plain = 0xfff_ffff_ffff_ffff_i64 - i64::from_str_radix(hex, 16).ok()?;
+        let (sign, rest) = (plain >> 56, plain & ((1 << 56) - 1));
+        Some(if sign == 1 { rest - MAX } else { rest })
+    };
+    let levels = score
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite())
+        .map(|s| s as i64);
+    (
+        member[30..].to_string(),
+        levels,
+        code(&member[..15]),
+        code(&member[15..30]),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stage_clear_board_ranks_end_to_end_through_kafka() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let setup = Setup::new(&broker, &redis, STAGES);
+    broker.create_topic(&setup.topic, 2).await;
+    // Noon of the real day: Redis expires day keys by the real clock.
+    let real_now = rankflow::clock::Clock::now_ms(&rankflow::clock::SystemClock);
+    let now = (real_now / 86_400_000) * 86_400_000 + 12 * 3_600_000;
+    // (user, cleared, revives, seconds before now): deliberately out of order.
+    let plays: &[(&str, Option<bool>, Option<i64>, i64)] = &[
+        ("ann", Some(true), Some(2), 300),
+        ("bob", Some(true), Some(0), 100),
+        ("ann", Some(true), Some(1), 900), // earlier clear, sent later
+        ("cid", Some(false), Some(5), 50),
+        ("bob", Some(true), Some(3), 1000), // bob's first clear
+        ("dee", Some(true), Some(3), 400),
+        ("dee", Some(true), None, 800),
+        ("eve", None, Some(1), 10), // revives only: no levels, no clear
+        ("cid", Some(true), Some(0), 20),
+        ("fay", Some(true), Some(3), 400), // ties dee but for first_clear
+    ];
+    let events: Vec<serde_json::Value> = plays
+        .iter()
+        .enumerate()
+        .map(|(i, (u, cleared, revives, ago))| {
+            let mut e = json!({"type": "score", "event_id": format!("p{i}"), "ts": now - ago * 1000,
+                               "user_id": u, "game_id": "g1", "points": 0});
+            if let Some(c) = cleared {
+                e["cleared"] = json!(c);
+            }
+            if let Some(r) = revives {
+                e["revives"] = json!(r);
+            }
+            e
+        })
+        .collect();
+    // The model: levels = clears, revives = sum, first_clear = earliest clear.
+    let mut want: BTreeMap<&str, Stage> = BTreeMap::new();
+    for (u, cleared, revives, ago) in plays {
+        let w = want.entry(u).or_default();
+        if let Some(c) = cleared {
+            w.0 = Some(w.0.unwrap_or(0) + i64::from(*c));
+            if *c {
+                let t = now - ago * 1000;
+                w.2 = Some(w.2.map_or(t, |x: i64| x.min(t)));
+            }
+        }
+        if let Some(r) = revives {
+            w.1 = Some(w.1.unwrap_or(0) + r);
+        }
+    }
+    // Ranked by hand: bob, ann and dee tie on 2 levels and 3 revives, and
+    // cleared first in that order; fay beats cid on revives; eve never cleared.
+    let order = ["bob", "ann", "dee", "fay", "cid", "eve"];
+    let mut by_model: Vec<&str> = want.keys().copied().collect();
+    by_model.sort_by_key(|m| {
+        let w = want[m];
+        // (levels desc, missing last), (revives asc), (first_clear asc, missing last)
+        (
+            w.0.map_or((1, 0), |v| (0, -v)),
+            w.1.map_or((1, 0), |v| (0, v)),
+            w.2.map_or((1, 0), |v| (0, v)),
+        )
+    });
+    assert_eq!(by_model, order, "the hand ranking agrees with the model");
+    let messages: Vec<(i32, Vec<u8>)> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| ((i % 2) as i32, e.to_string().into_bytes()))
+        .collect();
+    send_all(&broker.producer(), &setup.topic, &messages).await;
+    let shared: SharedClock = Arc::new(ManualClock::new(now));
+    let app = InProcess::start(&setup, shared).await;
+    let metrics = app.url("/metrics");
+    wait_steady(
+        Duration::from_secs(60),
+        QUIET,
+        "every play applied",
+        || async {
+            let n = events_counted(&metrics, &setup.topic, "applied").await;
+            (n == events.len() as f64).then_some(n)
+        },
+    )
+    .await;
+
+    for view in ["all", "day"] {
+        let (status, body) =
+            get_json(&app.url(&format!("/v1/boards/stage_clears/{view}/top"))).await;
+        assert_eq!(status, 200, "{body}");
+        let entries = body["entries"].as_array().expect("entries");
+        let members: Vec<&str> = entries
+            .iter()
+            .filter_map(|e| e["member"].as_str())
+            .collect();
+        assert_eq!(members, order, "{view}: {body}");
+        for (i, e) in entries.iter().enumerate() {
+            let w = want[order[i]];
+            assert_eq!(e["rank"], i + 1);
+            assert_eq!(e["score"].as_i64(), w.0, "{e}");
+            assert_eq!(e["fields"]["levels"].as_i64(), w.0, "{e}");
+            assert_eq!(e["fields"]["revives"].as_i64(), w.1, "{e}");
+            assert_eq!(e["fields"]["first_clear"].as_i64(), w.2, "{e}");
+        }
+    }
+    // eve never cleared: her levels and first clear are null, score null.
+    let (status, eve) = get_json(&app.url("/v1/boards/stage_clears/all/members/eve")).await;
+    assert_eq!(status, 200, "{eve}");
+    assert_eq!(eve["rank"], 6);
+    assert!(
+        eve["score"].is_null() && eve["fields"]["levels"].is_null(),
+        "{eve}"
+    );
+    assert_eq!(eve["fields"]["revives"], 1);
+    let (status, around) =
+        get_json(&app.url("/v1/boards/stage_clears/all/around/dee?radius=1")).await;
+    assert_eq!(status, 200, "{around}");
+    let near: Vec<&str> = around["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["member"].as_str())
+        .collect();
+    assert_eq!(near, ["ann", "dee", "fay"]);
+
+    // Any client: ZREVRANGE lists rank order; the fields decode by hand.
+    let raw = redis.cli(&[
+        "ZREVRANGE",
+        &setup.key("stage_clears", "all"),
+        "0",
+        "-1",
+        "WITHSCORES",
+    ]);
+    let lines: Vec<&str> = raw.lines().collect();
+    let decoded: Vec<_> = lines.chunks(2).map(|p| decode_raw(p[0], p[1])).collect();
+    let expected: Vec<_> = order
+        .iter()
+        .map(|m| {
+            let w = want[m];
+            (m.to_string(), w.0, w.1, w.2)
+        })
+        .collect();
+    assert_eq!(decoded, expected, "{raw}");
+    println!(
+        "stage_clears: {} plays, order {order:?}, raw listing decoded by hand",
+        events.len()
+    );
+    app.stop().await;
+}
+
+// ------------------------------------------------------------ check
+
+fn check(boards: &str) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("c.toml");
+    let text = format!(
+        "[kafka]\nbrokers = \"127.0.0.1:{}\"\ntopics = [\"events\"]\n[redis]\nurl = \"redis://127.0.0.1:{}\"\n[http]\nlisten = \"127.0.0.1:0\"\n{boards}",
+        free_port(),
+        free_port()
+    );
+    std::fs::write(&file, text).expect("write config");
+    let out = Command::new(env!("CARGO_BIN_EXE_rankflow"))
+        .args(["check", "-c"])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .expect("rankflow runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+#[test]
+fn check_prints_field_ranges_and_refuses_bad_definitions_where_they_are() {
+    let (code, out) = check(STAGES);
+    assert_eq!(code, Some(0), "{out}");
+    for field in [
+        "levels (sum desc)",
+        "revives (sum asc)",
+        "first_clear (min asc)",
+    ] {
+        assert!(
+            out.contains(&format!("{field}: integers exact in [-2^53, 2^53]")),
+            "{field}: {out}"
+        );
+    }
+    for (from, to, says) in [
+        (
+            "order = \"desc\" }",
+            "order = \"desc\", weight = 1 }",
+            "field `order_by`[0].weight: unknown key",
+        ),
+        (
+            "\"revives\",     score",
+            "\"levels\",     score",
+            "field `order_by`[1].field",
+        ),
+        (
+            "periods = [\"day\", \"all\"]",
+            "periods = [\"day\"]\nscore = \"points\"",
+            "field `score`: is given as well as `order_by`",
+        ),
+        (
+            "periods = [\"day\", \"all\"]",
+            "periods = [\"day\"]\nwindows = [\"1h/1m\"]",
+            "field `windows`: composite boards do not support windows yet",
+        ),
+        (
+            "periods = [\"day\", \"all\"]",
+            "periods = [\"day\"]\naggregate = \"max\"",
+            "field `aggregate`: is set per field",
+        ),
+        (
+            "\n]",
+            "\n  { field = \"d\", score = \"1\" },\n  { field = \"e\", score = \"1\" },\n]",
+            "field `order_by`: has 5 fields",
+        ),
+    ] {
+        let text = STAGES.replacen(from, to, 1);
+        assert_ne!(text, STAGES, "{from}");
+        let (code, out) = check(&text);
+        assert_eq!(code, Some(2), "{to}: {out}");
+        assert!(
+            out.contains("board `stage_clears` (#1)") && out.contains(says),
+            "{to}: {out}"
+        );
+    }
+    println!("check: ranges printed; 6 bad definitions refused with exit 2 and their location");
+}
