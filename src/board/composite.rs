@@ -472,6 +472,26 @@ mod tests {
         assert_eq!(l.script_code(), "cspscspd");
     }
 
+    /// The worked example of docs/score-encoding.md, computed by hand there.
+    #[test]
+    fn the_documented_example_encodes_as_written() {
+        let l = layout(&[Order::Desc, Order::Asc, Order::Asc], TieBreak::None);
+        let values = [Some(5), Some(97), Some(1_763_700_123_456), None];
+        assert_eq!(
+            l.encode("u1", &values, 0),
+            "dffffffffffff9edfffe655b47d8bfu1"
+        );
+        let plain = layout(&[Order::Desc, Order::Desc], TieBreak::None);
+        for (v, code) in [
+            (-1, "11fffffffffffff"),
+            (0, "200000000000000"),
+            (MAX_VALUE, "220000000000000"),
+            (-MAX_VALUE, "100000000000000"),
+        ] {
+            assert_eq!(plain.encode("", &[Some(0), Some(v), None, None], 0), code);
+        }
+    }
+
     #[test]
     fn state_text_gives_the_stored_member() {
         let l = layout(&[Order::Desc, Order::Asc], TieBreak::Earliest);

@@ -301,25 +301,7 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
         Some(fields) => Some(compile_composite(number, b, fields)?),
         None => None,
     };
-    let score_src = match (&b.score, &b.order_by) {
-        (Some(s), None) => s.as_str(),
-        (None, Some(fields)) => fields
-            .first()
-            .and_then(|f| f.score.as_deref())
-            .unwrap_or_default(),
-        (Some(_), Some(_)) => {
-            return Err(BoardError::invalid(
-                at("score"),
-                "is given as well as `order_by`: a composite board ranks by its fields; drop `score`",
-            ));
-        }
-        (None, None) => {
-            return Err(BoardError::invalid(
-                at("score"),
-                "is missing: give `score`, or `order_by` for a composite board",
-            ));
-        }
-    };
+    let score_src = score_source(number, b)?;
     let score = expr("score", score_src, Expect::Number)?;
     let scope = b
         .scope
@@ -333,17 +315,7 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
 
     let archived = archived_periods(number, b, globals.archive_grace_ms)?;
     let views = compile_views(number, b, &archived)?;
-    let aggregate = match &composite {
-        Some(c) => c.layout.fields[0].aggregate,
-        None => b.aggregate.unwrap_or_default(),
-    };
-    let order = match &composite {
-        Some(c) => c.layout.direction(),
-        None => b.order.unwrap_or(match aggregate {
-            Aggregate::Min => Order::Asc,
-            _ => Order::Desc,
-        }),
-    };
+    let (aggregate, order) = aggregate_and_order(b, composite.as_ref());
     Ok(Board {
         name: b.name.clone(),
         event,
@@ -362,6 +334,42 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
             c
         }),
     })
+}
+
+/// The board's `score` expression: its own, or for a composite board its
+/// first field's (which gives the sorted-set score). Exactly one of `score`
+/// and `order_by` must be given.
+fn score_source(number: usize, b: &BoardSpec) -> Result<&str, BoardError> {
+    let at = |field: &str| location(number, &b.name, field);
+    match (&b.score, &b.order_by) {
+        (Some(s), None) => Ok(s),
+        (None, Some(fields)) => Ok(fields
+            .first()
+            .and_then(|f| f.score.as_deref())
+            .unwrap_or_default()),
+        (Some(_), Some(_)) => Err(BoardError::invalid(
+            at("score"),
+            "is given as well as `order_by`: a composite board ranks by its fields; drop `score`",
+        )),
+        (None, None) => Err(BoardError::invalid(
+            at("score"),
+            "is missing: give `score`, or `order_by` for a composite board",
+        )),
+    }
+}
+
+/// The board's aggregate and rank order: as written (a `min` board ranks
+/// ascending unless told otherwise), or a composite board's first field's.
+fn aggregate_and_order(b: &BoardSpec, composite: Option<&Composite>) -> (Aggregate, Order) {
+    if let Some(c) = composite {
+        return (c.layout.fields[0].aggregate, c.layout.direction());
+    }
+    let aggregate = b.aggregate.unwrap_or_default();
+    let order = b.order.unwrap_or(match aggregate {
+        Aggregate::Min => Order::Asc,
+        _ => Order::Desc,
+    });
+    (aggregate, order)
 }
 
 /// Whether `name` can name a composite field (and a JSON key).
