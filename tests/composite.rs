@@ -188,7 +188,9 @@ fn ranked(def: &BoardDef, m: &Model) -> Vec<(String, Vec<Option<i64>>)> {
         .collect()
 }
 
-fn random_events(g: &mut Gen, n: usize, members: u64) -> Vec<serde_json::Value> {
+/// `n` events of `members` users over `games` games (the scope of scoped
+/// boards), with random field values and out-of-order times.
+fn random_events(g: &mut Gen, n: usize, members: u64, games: u64) -> Vec<serde_json::Value> {
     let value = |g: &mut Gen| -> i64 {
         match g.below(10) {
             0 => MAX,
@@ -205,7 +207,7 @@ fn random_events(g: &mut Gen, n: usize, members: u64) -> Vec<serde_json::Value> 
                 // Out of order: up to 20 s back, often equal times.
                 "ts": T0 - (g.below(20) as i64) * 1000,
                 "user_id": format!("u{}", g.below(members)),
-                "game_id": "g", "points": 1,
+                "game_id": format!("g{}", g.below(games)), "points": 1,
             });
             for i in 0..4 {
                 if g.below(2) == 0 {
@@ -246,7 +248,7 @@ async fn random_composite_boards_in_redis_rank_as_the_reference_model() {
             .collect();
         let text: String = defs.iter().map(BoardDef::toml).collect();
         let mut direct = Direct::new(&redis.url(), &unique("rf"), &text, T0 + 60_000).await;
-        let events = random_events(&mut g, 120, 12);
+        let events = random_events(&mut g, 120, 12, 1);
         // Three batches: pre-aggregation in Rust, then combining in Lua.
         for chunk in events.chunks(40) {
             let (_, report) = direct.apply(chunk).await;
@@ -254,6 +256,10 @@ async fn random_composite_boards_in_redis_rank_as_the_reference_model() {
                 assert_eq!(c.overflow, 0, "board {i}: no sum can overflow here");
             }
         }
+        // A redelivery of the last batch is fenced off: nothing counts twice
+        // (the checks below would see doubled sums).
+        let again = direct.redeliver_last().await;
+        assert!(again.conflicts > 0, "the fences caught the redelivery");
         let reader = direct.reader();
         for def in &defs {
             let expected = ranked(def, &model(def, &events));
@@ -291,6 +297,124 @@ async fn random_composite_boards_in_redis_rank_as_the_reference_model() {
     println!(
         "checked {checked_boards} random composite boards ({total_members} members) against the model"
     );
+}
+
+/// A scoped random composite board on a 3-primary Redis Cluster through
+/// tansu: each game's instance (its own hash slot, with its `K:f` in the
+/// same slot) ranks as the model of that game's events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoped_composite_boards_rank_as_the_model_on_a_cluster() {
+    let broker = Broker::start();
+    let cluster = RedisCluster::start();
+    let mut g = Gen(0x00C0_FFEE_1234_5678);
+    let mut def = BoardDef::random(&mut g, "per_game".into());
+    def.fields = vec![
+        FieldDef {
+            rule: Rule::Sum,
+            desc: true,
+        },
+        FieldDef {
+            rule: Rule::Min,
+            desc: false,
+        },
+        FieldDef {
+            rule: Rule::Last,
+            desc: true,
+        },
+    ];
+    def.tie = "earliest";
+    let text = def
+        .toml()
+        .replace("periods", "scope = \"game_id\"\nperiods");
+    let setup = Setup::new_cluster(&broker, &cluster, &text);
+    broker.create_topic(&setup.topic, 4).await;
+    let events = random_events(&mut g, 600, 20, 6);
+    let messages: Vec<(i32, Vec<u8>)> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| ((i % 4) as i32, e.to_string().into_bytes()))
+        .collect();
+    send_all(&broker.producer(), &setup.topic, &messages).await;
+    let shared: SharedClock = Arc::new(ManualClock::new(T0 + 60_000));
+    let app = InProcess::start(&setup, shared).await;
+    let games: Vec<String> = (0..6).map(|i| format!("g{i}")).collect();
+    let expected: Vec<_> = games
+        .iter()
+        .map(|game| {
+            let mine: Vec<_> = events
+                .iter()
+                .filter(|e| e["game_id"] == *game)
+                .cloned()
+                .collect();
+            ranked(&def, &model(&def, &mine))
+        })
+        .collect();
+    let n = def.fields.len();
+    wait_steady(
+        Duration::from_secs(90),
+        QUIET,
+        "every game's board as the model",
+        || async {
+            for (game, want) in games.iter().zip(&expected) {
+                let url = app.url(&format!(
+                    "/v1/boards/per_game/all/top?scope={game}&limit=100"
+                ));
+                let (status, body) = get_json(&url).await;
+                if status != 200 {
+                    return None;
+                }
+                let got: Vec<(String, Vec<Option<i64>>)> = body["entries"]
+                    .as_array()?
+                    .iter()
+                    .map(|e| {
+                        (
+                            e["member"].as_str().unwrap_or_default().to_string(),
+                            field_values(&e["fields"], n),
+                        )
+                    })
+                    .collect();
+                if got != *want {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+    let mut slots: Vec<u16> = games
+        .iter()
+        .map(|g| {
+            rankflow::board::keys::hash_slot(&rankflow::board::keys::instance_tag(
+                "per_game",
+                Some(g),
+            ))
+        })
+        .collect();
+    slots.sort_unstable();
+    slots.dedup();
+    // The instances (each with its K:f beside it) really are spread.
+    let mut per_node = Vec::new();
+    for n in &cluster.nodes {
+        per_node.push(
+            n.keys(&format!("{}:{{per_game:*", setup.prefix))
+                .await
+                .len(),
+        );
+    }
+    assert!(
+        per_node.iter().filter(|k| **k > 0).count() >= 2,
+        "keys per node: {per_node:?}"
+    );
+    assert_eq!(
+        per_node.iter().sum::<usize>(),
+        18,
+        "K, K:f and the fence hash of 6 instances"
+    );
+    println!(
+        "cluster: 600 events, 6 scoped composite instances in {} slots (keys per node {per_node:?}), each as the model",
+        slots.len()
+    );
+    app.stop().await;
 }
 
 // ------------------------------------------------------------ seed 000
