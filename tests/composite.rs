@@ -417,6 +417,48 @@ async fn scoped_composite_boards_rank_as_the_model_on_a_cluster() {
     app.stop().await;
 }
 
+/// A sum just past 2^53 is refused and counted, never rounded onto 2^53:
+/// within one batch (pre-aggregated in Rust) and across batches (in Lua).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sum_past_two_to_the_53_is_an_overflow_not_a_rounding() {
+    let redis = Redis::start();
+    let board = "[[board]]\nname = \"big\"\nevent = \"score\"\nmember = \"user_id\"\nperiods = [\"all\"]\norder_by = [ { field = \"total\", score = \"s0\" }, { field = \"n\", score = \"1\" } ]\n";
+    let mut direct = Direct::new(&redis.url(), &unique("rf"), board, T0 + 60_000).await;
+    let ev = |k: usize, user: &str, v: i64| {
+        json!({"type": "score", "event_id": format!("b{k}"), "ts": T0 - k as i64,
+               "user_id": user, "game_id": "g", "points": 0, "s0": v})
+    };
+    // One batch: MAX + 1 in total for a.
+    let (_, report) = direct.apply(&[ev(0, "a", MAX), ev(1, "a", 1)]).await;
+    assert_eq!(report.boards[0].overflow, 1, "{report:?}");
+    // Two batches: b reaches MAX, then one more is refused.
+    let (_, report) = direct.apply(&[ev(2, "b", MAX)]).await;
+    assert_eq!(report.boards[0].overflow, 0);
+    let (_, report) = direct.apply(&[ev(3, "b", 1)]).await;
+    assert_eq!(report.boards[0].overflow, 1, "{report:?}");
+    let list = direct
+        .reader()
+        .top(&query("big"), 0, 10)
+        .await
+        .expect("top");
+    let rows: Vec<(String, f64, serde_json::Value)> = list
+        .entries
+        .iter()
+        .map(|e| {
+            (
+                e.member.clone(),
+                e.score,
+                serde_json::to_value(&e.fields).expect("fields"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [("b".to_string(), MAX as f64, json!({"total": MAX, "n": 1}))],
+        "a was refused whole; b kept 2^53 and its count"
+    );
+}
+
 // ------------------------------------------------------------ seed 000
 
 const STAGES: &str = r#"

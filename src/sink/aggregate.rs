@@ -11,7 +11,7 @@
 //! whose value is kept.
 
 use crate::board::Aggregate;
-use crate::board::composite::{Layout, MAX_FIELDS, Values};
+use crate::board::composite::{Layout, MAX_FIELDS, MAX_VALUE, Values};
 
 /// A member's aggregated value and the time it was reached.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,11 +68,31 @@ pub fn field_aggs(values: &Values, ts: i64) -> FieldAggs {
 pub fn combine_fields(layout: &Layout, acc: &mut FieldAggs, other: &FieldAggs) {
     for (i, f) in layout.fields.iter().enumerate() {
         match (&mut acc[i], other[i]) {
+            (Some(a), Some(b)) if f.aggregate == Aggregate::Sum => exact_sum(a, b),
             (Some(a), Some(b)) => a.combine(f.aggregate, b),
             (slot @ None, Some(b)) => *slot = Some(b),
             (_, None) => {}
         }
     }
+}
+
+/// A composite sum, added in integers: a double would round a total just
+/// past 2^53 back onto 2^53 and let it pass as exact. A total out of range
+/// becomes an infinity, which the script refuses (and counts) as overflow.
+fn exact_sum(a: &mut Agg, b: Agg) {
+    a.ts = a.ts.max(b.ts);
+    if !a.value.is_finite() || !b.value.is_finite() {
+        a.value += b.value;
+        return;
+    }
+    // Both are integers within ±2^53 (checked by the rules), so the i64
+    // sum cannot overflow.
+    let sum = a.value as i64 + b.value as i64;
+    a.value = if sum.abs() > MAX_VALUE {
+        f64::INFINITY.copysign(sum as f64)
+    } else {
+        sum as f64
+    };
 }
 
 #[cfg(test)]
