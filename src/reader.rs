@@ -768,6 +768,23 @@ fn reply<T: redis::FromRedisValue>(replies: &[Value], i: usize) -> Result<T, Sto
     redis::from_redis_value(value).map_err(|e| StoreError::Protocol(e.to_string()))
 }
 
+/// Rank styles other than ordinal and lists of members do not know the
+/// composite encoding yet (tied = all fields equal; members stored behind
+/// their field codes): refused with a 400 naming the parameter rather than
+/// answered wrong.
+fn composite_unsupported(at: &Located<'_>, param: &str, what: &str) -> Result<(), ReadError> {
+    match &at.board.composite {
+        Some(_) => Err(ReadError::bad(
+            param,
+            format!(
+                "{what} on composite board {} are not supported yet; use rank=ordinal on top, members/{{member}} and around/{{member}}",
+                at.board.name
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -907,22 +924,5 @@ windows = ["1h/1m"]
         );
         // The largest page past the largest offset still fits ZRANGE's i64.
         assert!((MAX_OFFSET as u64 + MAX_LIMIT as u64) < i64::MAX as u64);
-    }
-}
-
-/// Rank styles other than ordinal and lists of members do not know the
-/// composite encoding yet (tied = all fields equal; members stored behind
-/// their field codes): refused with a 400 naming the parameter rather than
-/// answered wrong.
-fn composite_unsupported(at: &Located<'_>, param: &str, what: &str) -> Result<(), ReadError> {
-    match &at.board.composite {
-        Some(_) => Err(ReadError::bad(
-            param,
-            format!(
-                "{what} on composite board {} are not supported yet; use rank=ordinal on top, members/{{member}} and around/{{member}}",
-                at.board.name
-            ),
-        )),
-        None => Ok(()),
     }
 }
