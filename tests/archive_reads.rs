@@ -14,19 +14,14 @@
 
 mod common;
 
-use std::sync::{Arc, OnceLock};
-
 use chrono::{NaiveDate, Weekday};
-use common::direct::Direct;
+use common::archive_env::ArchiveEnv;
 use common::postgres::Postgres;
 use common::*;
 use futures::stream;
-use rankflow::api::{self, ApiState};
 use rankflow::archive::copy::{Archive, Copied, Copy, PeriodKey, Standing};
 use rankflow::archive::read::{ArchiveReader, sql};
 use rankflow::archive::schema;
-use rankflow::clock::SharedClock;
-use rankflow::health::Health;
 use serde_json::{Value, json};
 
 /// 2026-11-21T12:00:00Z: week 2026-W47 is current.
@@ -154,52 +149,11 @@ fn entry(rank: usize, m: &Member) -> Value {
     json!({"rank": rank, "member": m.0, "score": score_json(m.1)})
 }
 
-struct Env {
-    redis: Redis,
-    pg: Postgres,
-    prefix: String,
-    base: String,
-    writer: Archive,
-    _direct: Direct,
+async fn env() -> ArchiveEnv {
+    ArchiveEnv::start("reads", boards, NOW).await
 }
 
-impl Env {
-    async fn start() -> Env {
-        let redis = Redis::start();
-        let pg = Postgres::start();
-        let mut writer = Archive::connect(&pg.url()).await.expect("connect");
-        schema::migrate(writer.client()).await.expect("migrate");
-        let prefix = unique("reads");
-        let direct = Direct::new(&redis.url(), &prefix, &boards(&pg.url()), NOW).await;
-        let mut reader = direct.reader();
-        reader.archive = Some(ArchiveReader::new(&pg.url()).expect("archive url"));
-        let slot = Arc::new(OnceLock::new());
-        let _ = slot.set(reader);
-        let clock: SharedClock = Arc::new(direct.clock.clone());
-        let state = ApiState {
-            boards: direct.boards.clone(),
-            clock,
-            health: Arc::new(Health::default()),
-            metrics: metrics_exporter_prometheus::PrometheusBuilder::new()
-                .build_recorder()
-                .handle(),
-            reader: slot,
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move { axum::serve(listener, api::router(state)).await });
-        Env {
-            redis,
-            pg,
-            prefix,
-            base: format!("http://{addr}"),
-            writer,
-            _direct: direct,
-        }
-    }
-
+impl ArchiveEnv {
     fn key(&self, board: &str, scope: Option<&str>, period: &str) -> String {
         let tag = match scope {
             Some(s) => format!("{board}:{s}"),
@@ -347,7 +301,7 @@ fn expected_reads(board: &str, scope: Option<&str>, ms: &[Member]) -> Vec<(Strin
 }
 
 /// Every expected read, answered with `source` (none on errors).
-async fn check_reads(env: &Env, reads: &[(String, u16, Value)], source: &str) -> Vec<Value> {
+async fn check_reads(env: &ArchiveEnv, reads: &[(String, u16, Value)], source: &str) -> Vec<Value> {
     let mut bodies = Vec::new();
     for (path, status, want) in reads {
         let (code, _, mut body) = get(&env.url(path)).await;
@@ -364,7 +318,7 @@ async fn check_reads(env: &Env, reads: &[(String, u16, Value)], source: &str) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_past_period_reads_the_same_live_and_archived() {
-    let mut env = Env::start().await;
+    let mut env = env().await;
     let instances = [
         ("plain", None),
         ("fans", Some("s1")),
@@ -459,7 +413,7 @@ fn members(n: usize) -> Vec<Member> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn periods_merge_live_and_archived_newest_first_and_an_outage_is_a_503() {
-    let mut env = Env::start().await;
+    let mut env = env().await;
     // Live: the current week, the last one (also archived, with other
     // numbers: the live copy is what reads answer, so it is listed), and a
     // closed week kept past its retention (10 weeks) because it waits for
@@ -758,7 +712,7 @@ async fn archive_reads_use_the_indexes_and_read_scores_back_exactly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rankflow_top_prints_an_archived_period() {
-    let mut env = Env::start().await;
+    let mut env = env().await;
     let ms = reference("plain", None);
     // A week long past by any clock this test runs on.
     env.archive("plain", None, "2024-W05", &ms).await;

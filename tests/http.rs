@@ -13,9 +13,6 @@ use std::sync::{Arc, OnceLock};
 
 use common::direct::Direct;
 use common::*;
-use rankflow::api::{self, ApiState};
-use rankflow::clock::SharedClock;
-use rankflow::health::Health;
 use serde_json::Value;
 
 /// 2026-11-21T12:00:00Z: the day board's current period is `2026-11-21`.
@@ -75,7 +72,7 @@ impl Api {
         let direct = Direct::new(&redis.url(), &prefix, BOARDS, NOW).await;
         let slot = Arc::new(OnceLock::new());
         let _ = slot.set(direct.reader());
-        let base = serve(&direct, slot).await;
+        let base = direct.serve(slot).await;
         Api {
             redis,
             prefix,
@@ -113,26 +110,6 @@ impl Api {
             .expect("ZADD fans");
         assert_eq!(fans, 2);
     }
-}
-
-/// Serves `api::router` for `direct`'s boards with `slot` as the reader.
-async fn serve(direct: &Direct, slot: Arc<OnceLock<rankflow::reader::Reader>>) -> String {
-    let clock: SharedClock = Arc::new(direct.clock.clone());
-    let state = ApiState {
-        boards: direct.boards.clone(),
-        clock,
-        health: Arc::new(Health::default()),
-        metrics: metrics_exporter_prometheus::PrometheusBuilder::new()
-            .build_recorder()
-            .handle(),
-        reader: slot,
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, api::router(state)).await });
-    format!("http://{addr}")
 }
 
 /// Status, content type and JSON body (Null if not JSON) of a request.
@@ -370,7 +347,7 @@ async fn unknown_things_are_json_404s_and_no_reader_is_a_json_503() {
     // configuration error; a request that could never be served is still a
     // 400 or 404, not a 503 that invites a retry.
     let direct = Direct::new(&api.redis.url(), &unique("none"), BOARDS, NOW).await;
-    let base = serve(&direct, Arc::new(OnceLock::new())).await;
+    let base = direct.serve(Arc::new(OnceLock::new())).await;
     let resp = reqwest::get(format!("{base}/v1/boards/total/all/top"))
         .await
         .expect("HTTP request");

@@ -18,19 +18,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
 
 use chrono::{NaiveDate, Weekday};
-use common::direct::Direct;
-use common::postgres::Postgres;
-use common::*;
+use common::archive_env::ArchiveEnv;
 use futures::stream;
-use rankflow::api::{self, ApiState};
-use rankflow::archive::copy::{Archive, Copied, Copy, PeriodKey, Standing};
-use rankflow::archive::read::ArchiveReader;
-use rankflow::archive::schema;
-use rankflow::clock::SharedClock;
-use rankflow::health::Health;
+use rankflow::archive::copy::{Copied, Copy, PeriodKey, Standing};
 use serde_json::{Value, json};
 
 /// 2026-11-21T12:00:00Z: week 2026-W47 is current.
@@ -150,52 +142,11 @@ fn bounds(period: &str) -> (i64, i64) {
     (start, start + 7 * 86_400_000)
 }
 
-struct Env {
-    redis: Redis,
-    pg: Postgres,
-    prefix: String,
-    base: String,
-    writer: Archive,
-    _direct: Direct,
+async fn env() -> ArchiveEnv {
+    ArchiveEnv::start("ranks", boards, NOW).await
 }
 
-impl Env {
-    async fn start() -> Env {
-        let redis = Redis::start();
-        let pg = Postgres::start();
-        let mut writer = Archive::connect(&pg.url()).await.expect("connect");
-        schema::migrate(writer.client()).await.expect("migrate");
-        let prefix = unique("ranks");
-        let direct = Direct::new(&redis.url(), &prefix, &boards(&pg.url()), NOW).await;
-        let mut reader = direct.reader();
-        reader.archive = Some(ArchiveReader::new(&pg.url()).expect("archive url"));
-        let slot = Arc::new(OnceLock::new());
-        let _ = slot.set(reader);
-        let clock: SharedClock = Arc::new(direct.clock.clone());
-        let state = ApiState {
-            boards: direct.boards.clone(),
-            clock,
-            health: Arc::new(Health::default()),
-            metrics: metrics_exporter_prometheus::PrometheusBuilder::new()
-                .build_recorder()
-                .handle(),
-            reader: slot,
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move { axum::serve(listener, api::router(state)).await });
-        Env {
-            redis,
-            pg,
-            prefix,
-            base: format!("http://{addr}"),
-            writer,
-            _direct: direct,
-        }
-    }
-
+impl ArchiveEnv {
     fn key(&self, board: &str, period: &str) -> String {
         format!("{}:{{{board}}}:week:{period}", self.prefix)
     }
@@ -308,7 +259,7 @@ async fn post(url: &str, body: &str) -> (u16, Value) {
 /// Every read of one board's past period in every style, checked against
 /// the reference; returns the answers without `"source"` for comparing
 /// live with archived.
-async fn check_reads(env: &Env, board: &str, ms: &[Member], source: &str) -> Vec<Value> {
+async fn check_reads(env: &ArchiveEnv, board: &str, ms: &[Member], source: &str) -> Vec<Value> {
     let asc = board == "fast";
     let base = format!("/v1/boards/{board}/week");
     let mut answers = Vec::new();
@@ -379,7 +330,7 @@ async fn check_reads(env: &Env, board: &str, ms: &[Member], source: &str) -> Vec
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_rank_style_matches_the_reference_live_and_archived() {
-    let mut env = Env::start().await;
+    let mut env = env().await;
     for board in ["plain", "speed", "fast"] {
         let ms = reference(board);
         env.write_live(board, PAST, &ms).await;
@@ -422,7 +373,7 @@ async fn every_rank_style_matches_the_reference_live_and_archived() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_members_list_is_one_round_trip_and_bad_lists_are_refused() {
-    let env = Env::start().await;
+    let env = env().await;
     for board in ["plain", "speed"] {
         env.write_live(board, "2026-W47", &reference(board)).await;
     }
@@ -509,7 +460,7 @@ async fn a_members_list_is_one_round_trip_and_bad_lists_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dense_walk_longer_than_one_call_continues_where_it_stopped() {
-    let env = Env::start().await;
+    let env = env().await;
     // 25 000 distinct values and a tie at the bottom: the dense rank of the
     // last page needs 25 script calls' worth of steps (1000 per call).
     let n = 25_000usize;
@@ -554,7 +505,7 @@ async fn a_dense_walk_longer_than_one_call_continues_where_it_stopped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rankflow_top_prints_ranks_in_the_style_asked_for() {
-    let env = Env::start().await;
+    let env = env().await;
     let ms = reference("speed");
     // The test clock's week, named with --period: live whichever week the
     // machine's clock (which `rankflow top` uses) is in, as its key exists.

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rankflow::board::BoardSet;
 use rankflow::board::resolve::Resolver;
@@ -144,6 +144,27 @@ impl Direct {
         let report = self.send(&batch, now).await;
         self.last = Some((batch, now));
         report
+    }
+
+    /// Serves `api::router` for these boards with `slot` as the reader, on a
+    /// free port; returns its base URL.
+    pub async fn serve(&self, slot: Arc<OnceLock<Reader>>) -> String {
+        let clock: SharedClock = Arc::new(self.clock.clone());
+        let state = rankflow::api::ApiState {
+            boards: self.boards.clone(),
+            clock,
+            health: Arc::new(rankflow::health::Health::default()),
+            metrics: metrics_exporter_prometheus::PrometheusBuilder::new()
+                .build_recorder()
+                .handle(),
+            reader: slot,
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move { axum::serve(listener, rankflow::api::router(state)).await });
+        format!("http://{addr}")
     }
 
     pub fn reader(&self) -> Reader {

@@ -6,6 +6,7 @@
 //! then stays so, `assert_holds` for one that must hold throughout.
 #![allow(dead_code)]
 
+pub mod archive_env;
 pub mod direct;
 pub mod history;
 pub mod offsets;
