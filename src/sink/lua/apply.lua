@@ -196,6 +196,18 @@ local function cser(st)
   return table.concat(parts, ";")
 end
 
+-- Every write of a composite member goes through here: its old state st
+-- (nil when it had none) is replaced by nst (nil removes the member).
+local function cwrite(view, m, st, nst)
+  if st then redis.call("ZREM", view.key, cenc(m, st)) end
+  if nst then
+    redis.call("ZADD", view.key, cscore(nst), cenc(m, nst))
+    redis.call("HSET", view.f, m, cser(nst))
+  else
+    redis.call("HDEL", view.f, m)
+  end
+end
+
 -- One composite update of a period view (fields at ARGV[base + 1 ..]).
 -- Returns 1 applied, 2 overflow, 0 no change.
 local function apply_composite(view, m, base)
@@ -228,9 +240,7 @@ local function apply_composite(view, m, base)
     nst[i] = cur
   end
   if not changed then return 0 end
-  if old then redis.call("ZREM", view.key, cenc(m, st)) end
-  redis.call("ZADD", view.key, cscore(nst), cenc(m, nst))
-  redis.call("HSET", view.f, m, cser(nst))
+  cwrite(view, m, old and st or nil, nst)
   return 1
 end
 
