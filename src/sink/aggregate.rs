@@ -28,10 +28,7 @@ impl Agg {
     /// Folds `other` into `self` under `rule`.
     pub fn combine(&mut self, rule: Aggregate, other: Agg) {
         match rule {
-            Aggregate::Sum => {
-                self.value += other.value;
-                self.ts = self.ts.max(other.ts);
-            }
+            Aggregate::Sum => exact_sum(self, other),
             Aggregate::Max => {
                 if other.value > self.value || (other.value == self.value && other.ts < self.ts) {
                     *self = other;
@@ -76,23 +73,33 @@ pub fn combine_fields(layout: &Layout, acc: &mut FieldAggs, other: &FieldAggs) {
     }
 }
 
-/// A composite sum, added in integers: a double would round a total just
-/// past 2^53 back onto 2^53 and let it pass as exact. A total out of range
-/// becomes an infinity, which the script refuses (and counts) as overflow.
+/// A sum of two pre-aggregated values that never rounds past the exact
+/// range: integers are added as integers (a double would round a total just
+/// past 2^53 back onto 2^53 and let it pass as exact), and a total out of
+/// ±2^53 becomes an infinity, which the script refuses and counts as
+/// overflow. An infinity stays one (a later negative delta must not bring an
+/// overflowed total back, nor two opposite ones make a NaN).
 fn exact_sum(a: &mut Agg, b: Agg) {
     a.ts = a.ts.max(b.ts);
     if !a.value.is_finite() || !b.value.is_finite() {
-        a.value += b.value;
+        if a.value.is_finite() {
+            a.value = b.value;
+        }
         return;
     }
-    // Both are integers within ±2^53 (checked by the rules), so the i64
-    // sum cannot overflow.
-    let sum = a.value as i64 + b.value as i64;
-    a.value = if sum.abs() > MAX_VALUE {
-        f64::INFINITY.copysign(sum as f64)
+    let exact = |v: f64| v.fract() == 0.0 && v.abs() <= MAX_VALUE as f64;
+    let over = if exact(a.value) && exact(b.value) {
+        // Both within ±2^53: the i64 sum cannot overflow and is exact.
+        let sum = a.value as i64 + b.value as i64;
+        a.value = sum as f64;
+        sum.abs() > MAX_VALUE
     } else {
-        sum as f64
+        a.value += b.value;
+        a.value.abs() > MAX_VALUE as f64
     };
+    if over {
+        a.value = f64::INFINITY.copysign(a.value);
+    }
 }
 
 #[cfg(test)]
@@ -142,6 +149,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest! {
+        // Against an i128 reference: a batch-combined sum is the exact total
+        // while every partial total stays within ±2^53, and an overflow
+        // (an infinity the script counts) as soon as one leaves it.
+        #[test]
+        fn batch_sums_are_exact_or_overflow_never_rounded(
+            xs in prop::collection::vec(prop_oneof![
+                -1000i64..1000,
+                (MAX_VALUE - 3)..=MAX_VALUE,
+                (-MAX_VALUE)..=(3 - MAX_VALUE),
+            ], 1..12),
+        ) {
+            let mut total: i128 = 0;
+            let mut overflowed = false;
+            for x in &xs {
+                total += i128::from(*x);
+                overflowed |= total.abs() > i128::from(MAX_VALUE);
+            }
+            let got = fold(Aggregate::Sum, &xs.iter().map(|x| Agg::new(*x as f64, 0)).collect::<Vec<_>>());
+            if overflowed {
+                prop_assert!(got.value.is_infinite(), "{xs:?} gave {}", got.value);
+            } else {
+                prop_assert_eq!(got.value as i128, total);
+                prop_assert_eq!(got.value, total as f64);
+            }
+        }
+    }
+
+    #[test]
+    fn a_sum_just_past_two_to_the_53_is_not_rounded_onto_it() {
+        let limit = MAX_VALUE as f64;
+        let got = fold(Aggregate::Sum, &[Agg::new(limit, 1), Agg::new(1.0, 2)]);
+        assert_eq!(got.value, f64::INFINITY, "2^53 + 1 must not become 2^53");
+        let back = fold(
+            Aggregate::Sum,
+            &[got, Agg::new(-5.0, 3), Agg::new(f64::NEG_INFINITY, 4)],
+        );
+        assert_eq!(
+            back.value,
+            f64::INFINITY,
+            "an overflowed total stays one, never NaN"
+        );
+        let halves = fold(Aggregate::Sum, &[Agg::new(0.5, 1), Agg::new(0.25, 2)]);
+        assert_eq!(halves, Agg::new(0.75, 2));
     }
 
     #[test]

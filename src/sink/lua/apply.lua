@@ -362,20 +362,28 @@ local function trim(view)
   end
 end
 
+-- Whether a new total leaves the exact range. A sum just past 2^53 rounds
+-- onto 2^53 itself, so a total landing exactly there is undone to see
+-- (old is nil when nothing was added to).
+local function out_of_range(old, delta, new)
+  if new > MAX_EXACT or new < -MAX_EXACT then return true end
+  return (new == MAX_EXACT or new == -MAX_EXACT) and old ~= nil and new - old ~= delta
+end
+
 -- One update of a period view. Returns 1 applied, 2 overflow, 0 no change.
 local function apply_period(view, m, dv, dt)
   if agg == "sum" and tie == "n" then
     -- Near the exact limit: check each total before writing it.
     local cur = tonumber(redis.call("ZSCORE", view.key, m) or "0")
     local nv = cur + dv
-    if nv > MAX_EXACT or nv < -MAX_EXACT then return 2 end
+    if out_of_range(cur, dv, nv) then return 2 end
     redis.call("ZADD", view.key, num(nv), m)
     return 1
   end
   local V, T = get_state(view, m)
   local nv, nt = combine(V, T, dv, dt)
   if nv == nil then return 0 end
-  if nv > MAX_EXACT or nv < -MAX_EXACT then return 2 end
+  if out_of_range(agg == "sum" and V or nil, dv, nv) then return 2 end
   set_state(view, m, T, nv, nt)
   return 1
 end
@@ -392,8 +400,9 @@ local function apply_window(view, m, dv, dt, bend)
   if nbv == nil then return 0 end
   local V, T = get_state(view, m)
   local nv, nt = combine(V, T, dv, dt)
-  if nv ~= nil and (nv > MAX_EXACT or nv < -MAX_EXACT) then return 2 end
-  if nbv > MAX_EXACT or nbv < -MAX_EXACT then return 2 end
+  local summed = agg == "sum"
+  if nv ~= nil and out_of_range(summed and V or nil, dv, nv) then return 2 end
+  if out_of_range(summed and bv or nil, dv, nbv) then return 2 end
   if not old then
     redis.call("ZADD", view.log, bend, bend)
     -- A day past the bucket's own end of life: trimming, not the TTL,
