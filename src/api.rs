@@ -112,9 +112,20 @@ struct BoardInfo {
     aggregate: String,
     tie_break: String,
     order: String,
+    /// A composite board's fields in rank order (SPEC §8.2); `aggregate`
+    /// and `order` are then its first field's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    order_by: Option<Vec<FieldInfo>>,
     timezone: String,
     key_pattern: String,
     views: Vec<ViewInfo>,
+}
+
+#[derive(Debug, Serialize)]
+struct FieldInfo {
+    field: String,
+    aggregate: String,
+    order: String,
 }
 
 fn lower<T: std::fmt::Debug>(v: T) -> String {
@@ -168,6 +179,17 @@ async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
                 aggregate: lower(b.aggregate),
                 tie_break: lower(b.tie),
                 order: lower(b.order),
+                order_by: b.composite.as_ref().map(|c| {
+                    c.layout
+                        .fields
+                        .iter()
+                        .map(|f| FieldInfo {
+                            field: f.name.clone(),
+                            aggregate: lower(f.aggregate),
+                            order: lower(f.order),
+                        })
+                        .collect()
+                }),
                 timezone: b.tz.name().to_string(),
                 key_pattern: format!("{prefix}:{{{tag}}}:<view>"),
                 views,

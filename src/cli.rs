@@ -171,7 +171,28 @@ fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
         let _ = writeln!(out, "  filter     {}", f.source());
     }
     let _ = writeln!(out, "  member     {}", b.member.source());
-    let _ = writeln!(out, "  score      {}", b.score.source());
+    match &b.composite {
+        None => {
+            let _ = writeln!(out, "  score      {}", b.score.source());
+        }
+        Some(c) => {
+            for (f, compiled) in c.layout.fields.iter().zip(&c.fields) {
+                let filter = compiled
+                    .filter
+                    .as_ref()
+                    .map(|p| format!(" if {}", p.source()))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  field      {} = {}{filter} ({:?}, {:?})",
+                    f.name,
+                    compiled.score.source(),
+                    f.aggregate,
+                    f.order
+                );
+            }
+        }
+    }
     if let Some(s) = &b.scope {
         let _ = writeln!(out, "  scope      {}", s.source());
     }
@@ -192,12 +213,21 @@ fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
     for v in &b.views {
         describe_view(out, &boards.key_prefix, &tag, b, v, now);
     }
-    for (field, program) in [
-        ("filter", b.filter.as_ref()),
-        ("member", Some(&b.member)),
-        ("score", Some(&b.score)),
-        ("scope", b.scope.as_ref()),
-    ] {
+    let mut programs = vec![
+        ("filter".to_string(), b.filter.as_ref()),
+        ("member".to_string(), Some(&b.member)),
+        ("scope".to_string(), b.scope.as_ref()),
+    ];
+    match &b.composite {
+        None => programs.push(("score".to_string(), Some(&b.score))),
+        Some(c) => {
+            for (f, compiled) in c.layout.fields.iter().zip(&c.fields) {
+                programs.push((format!("field {}", f.name), Some(&compiled.score)));
+                programs.push((format!("field {} filter", f.name), compiled.filter.as_ref()));
+            }
+        }
+    }
+    for (field, program) in programs {
         let Some(p) = program else { continue };
         for f in p.fields() {
             if !b.event.declared_fields().contains(&f.as_str()) {
@@ -282,14 +312,38 @@ pub fn render(list: &List) -> String {
         list.total,
         list.source.name()
     );
-    let _ = writeln!(out, "{:>5}  {:<32} {:>20}", "rank", "member", "score");
+    // A composite board prints its fields, a missing one as "-" (its
+    // score would be an infinity that only encodes "ranks last").
+    let names: Option<Vec<&str>> = list
+        .entries
+        .iter()
+        .find_map(|e| e.fields.as_ref())
+        .map(|f| f.0.iter().map(|(n, _)| n.as_str()).collect());
+    let _ = write!(out, "{:>5}  {:<32}", "rank", "member");
+    match &names {
+        Some(names) => names.iter().for_each(|n| {
+            let _ = write!(out, " {n:>20}");
+        }),
+        None => {
+            let _ = write!(out, " {:>20}", "score");
+        }
+    }
+    out.push('\n');
     for e in &list.entries {
-        let score = if e.score.fract() == 0.0 {
-            format!("{}", e.score as i64)
-        } else {
-            format!("{}", e.score)
-        };
-        let _ = writeln!(out, "{:>5}  {:<32} {:>20}", e.rank, e.member, score);
+        let _ = write!(out, "{:>5}  {:<32}", e.rank, e.member);
+        match &e.fields {
+            Some(fields) => fields.0.iter().for_each(|(_, v)| {
+                let v = v.map(|v| v.to_string()).unwrap_or_else(|| "-".to_string());
+                let _ = write!(out, " {v:>20}");
+            }),
+            None if e.score.fract() == 0.0 => {
+                let _ = write!(out, " {:>20}", e.score as i64);
+            }
+            None => {
+                let _ = write!(out, " {:>20}", e.score);
+            }
+        }
+        out.push('\n');
     }
     out
 }
