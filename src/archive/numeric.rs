@@ -3,6 +3,11 @@
 //! that reads back as the same double), so `numeric` holds the true value
 //! and `score::float8` gives the double back bit for bit.
 //!
+//! The infinities are stored too: a composite board's member without a
+//! first field has the score -inf (desc) or +inf (asc) in Redis, which the
+//! archive keeps as `numeric` `-Infinity` / `Infinity` (PostgreSQL 14 or
+//! later), reading back as the same double. NaN is refused.
+//!
 //! Written by hand rather than through a decimal crate: those cap the
 //! number of digits (28 for `rust_decimal`), and any finite double must
 //! archive, however small or large. The encoding is PostgreSQL's binary
@@ -15,8 +20,11 @@ use bytes::{BufMut, BytesMut};
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
 const NEGATIVE: u16 = 0x4000;
+/// The sign words of `Infinity` and `-Infinity` (PostgreSQL's numeric.h).
+const POSITIVE_INFINITY: u16 = 0xD000;
+const NEGATIVE_INFINITY: u16 = 0xF000;
 
-/// A finite double written as an exact `numeric`.
+/// A double written as an exact `numeric` (NaN is refused).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Numeric(pub f64);
 
@@ -34,7 +42,7 @@ struct Parts {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("score {0} is not a finite number")]
+#[error("score {0} is not a number")]
 pub struct NotFinite(f64);
 
 fn parts(value: f64) -> Result<Parts, NotFinite> {
@@ -88,6 +96,18 @@ fn parts(value: f64) -> Result<Parts, NotFinite> {
 
 impl ToSql for Numeric {
     fn to_sql(&self, _: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        if self.0.is_infinite() {
+            // No digits, weight 0, the infinity's sign word, scale 0.
+            out.put_i16(0);
+            out.put_i16(0);
+            out.put_u16(if self.0 > 0.0 {
+                POSITIVE_INFINITY
+            } else {
+                NEGATIVE_INFINITY
+            });
+            out.put_u16(0);
+            return Ok(IsNull::No);
+        }
         let p = parts(self.0)?;
         out.put_i16(p.groups.len() as i16);
         out.put_i16(p.weight);
@@ -139,5 +159,24 @@ mod tests {
         assert_eq!(parts(1e-300).unwrap().dscale, 300);
         assert!(parts(f64::NAN).is_err());
         assert!(parts(f64::INFINITY).is_err());
+    }
+
+    /// The infinities are PostgreSQL's special values: no digits, the
+    /// sign word 0xD000 (+) or 0xF000 (−); NaN is refused.
+    #[test]
+    fn infinities_have_their_sign_words() {
+        let bytes = |v: f64| {
+            let mut out = BytesMut::new();
+            Numeric(v)
+                .to_sql(&Type::NUMERIC, &mut out)
+                .map(|_| out.to_vec())
+        };
+        assert_eq!(bytes(f64::INFINITY).unwrap(), [0, 0, 0, 0, 0xD0, 0, 0, 0]);
+        assert_eq!(
+            bytes(f64::NEG_INFINITY).unwrap(),
+            [0, 0, 0, 0, 0xF0, 0, 0, 0]
+        );
+        assert!(bytes(f64::NAN).is_err());
+        assert_eq!(bytes(-1.0).unwrap(), [0, 1, 0, 0, 0x40, 0, 0, 0, 0, 1]);
     }
 }
