@@ -2,7 +2,9 @@
 //! the rows in rank order, chunk by chunk as they are read (memory bounded
 //! by a chunk, not by the board), each with its competition and dense ranks
 //! (SPEC §8.4, counted from the previous row), and the completion row, all in one
-//! transaction. The transaction first takes the period's advisory lock
+//! transaction. Rows of composite boards (SPEC §8.2) carry every field
+//! (`sql/004_composite_fields.sql`), the period row the fields' names, and
+//! their competition and dense ranks count members tied on every field. The transaction first takes the period's advisory lock
 //! (`pg_try_advisory_xact_lock`): a second archiver of the same period sees
 //! it taken and leaves the period alone, and a holder that dies (even by
 //! `kill -9`) releases it with its connection, when PostgreSQL rolls its
@@ -50,6 +52,27 @@ pub struct Standing {
     pub score: f64,
 }
 
+/// One member's final standing with, on a composite board, every field in
+/// the board's field order (`None`: the field has no value); `score` is
+/// then the first field, or the infinity the board lists last.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub member: String,
+    pub score: f64,
+    /// `None` on boards with one score.
+    pub fields: Option<Vec<Option<i64>>>,
+}
+
+impl From<Standing> for Row {
+    fn from(s: Standing) -> Row {
+        Row {
+            member: s.member,
+            score: s.score,
+            fields: None,
+        }
+    }
+}
+
 /// What to copy.
 pub struct Copy<'a> {
     pub key: &'a PeriodKey,
@@ -76,7 +99,7 @@ pub struct Archive {
     client: Client,
 }
 
-const COLUMNS: [Type; 9] = [
+const COLUMNS: [Type; 10] = [
     Type::TEXT,
     Type::TEXT,
     Type::TEXT,
@@ -86,7 +109,12 @@ const COLUMNS: [Type; 9] = [
     Type::NUMERIC,
     Type::INT8,
     Type::INT8,
+    Type::INT8_ARRAY,
 ];
+
+/// The value rows are tied on: the score, and every field of a composite
+/// board (the score alone would tie members that differ in a later field).
+type TieValue = (f64, Option<Vec<Option<i64>>>);
 
 /// The ranks of the next row in each style (SPEC §8.4), kept while rows
 /// stream by in rank order: equal values are contiguous, so a row's
@@ -96,17 +124,22 @@ struct Ranks {
     ordinal: i64,
     competition: i64,
     dense: i64,
-    previous: Option<f64>,
+    previous: Option<TieValue>,
 }
 
 impl Ranks {
-    /// `(ordinal, competition, dense)` of the next row, with value `score`.
-    fn next(&mut self, score: f64) -> (i64, i64, i64) {
+    /// `(ordinal, competition, dense)` of the next row, with value `score`
+    /// and, on a composite board, `fields`.
+    fn next(&mut self, score: f64, fields: Option<&[Option<i64>]>) -> (i64, i64, i64) {
         self.ordinal += 1;
-        if self.previous != Some(score) {
+        let tied = self
+            .previous
+            .as_ref()
+            .is_some_and(|(s, f)| *s == score && f.as_deref() == fields);
+        if !tied {
             self.competition = self.ordinal;
             self.dense += 1;
-            self.previous = Some(score);
+            self.previous = Some((score, fields.map(<[_]>::to_vec)));
         }
         (self.ordinal, self.competition, self.dense)
     }
@@ -155,11 +188,28 @@ impl Archive {
         &mut self.client
     }
 
-    /// Copies one period: every chunk of `standings`, in order, then the
-    /// completion row, in one transaction.
+    /// Copies one period of a board with one score: every chunk of
+    /// `standings`, in order, then the completion row, in one transaction.
     pub async fn copy<S>(&mut self, what: Copy<'_>, standings: S) -> Result<Copied, ArchiveError>
     where
         S: Stream<Item = Result<Vec<Standing>, ArchiveError>>,
+    {
+        let rows = standings.map(|chunk| chunk.map(|c| c.into_iter().map(Row::from).collect()));
+        self.copy_rows(what, None, rows).await
+    }
+
+    /// Copies one period whose rows may carry fields: `fields` names them
+    /// (a composite board's fields in rank order; `None` for other
+    /// boards), and every row of a composite board must have one value
+    /// slot per name.
+    pub async fn copy_rows<S>(
+        &mut self,
+        what: Copy<'_>,
+        fields: Option<&[String]>,
+        rows: S,
+    ) -> Result<Copied, ArchiveError>
+    where
+        S: Stream<Item = Result<Vec<Row>, ArchiveError>>,
     {
         let key = what.key;
         let tx = self.client.transaction().await?;
@@ -191,11 +241,11 @@ impl Archive {
             );
             tx.execute(&sql, &params).await?;
         }
-        let members = write_rows(&tx, key, standings).await?;
+        let members = write_rows(&tx, key, fields.map(<[_]>::len), rows).await?;
         tx.execute(
             "INSERT INTO rankflow_archived_periods
-                 (board, scope, view, period, period_start, period_end, members)
-             VALUES ($1, $2, $3, $4, to_timestamp($5::float8 / 1000), to_timestamp($6::float8 / 1000), $7)",
+                 (board, scope, view, period, period_start, period_end, members, fields)
+             VALUES ($1, $2, $3, $4, to_timestamp($5::float8 / 1000), to_timestamp($6::float8 / 1000), $7, $8)",
             &[
                 &key.board,
                 &key.scope,
@@ -204,6 +254,7 @@ impl Archive {
                 &(what.start_ms as f64),
                 &(what.end_ms as f64),
                 &(members as i64),
+                &fields,
             ],
         )
         .await?;
@@ -212,31 +263,42 @@ impl Archive {
     }
 }
 
-/// Streams the standings into a binary `COPY`, ranked 1, 2, 3... in the
-/// order they come (with their competition and dense ranks); returns how
-/// many rows were written.
+/// Streams the rows into a binary `COPY`, ranked 1, 2, 3... in the order
+/// they come (with their competition and dense ranks); returns how many
+/// rows were written. `width` is the number of fields of a composite
+/// board: a row without exactly that many fails the copy (its
+/// transaction rolls back), as does a field row on another board.
 async fn write_rows<S>(
     tx: &tokio_postgres::Transaction<'_>,
     key: &PeriodKey,
-    standings: S,
+    width: Option<usize>,
+    rows: S,
 ) -> Result<u64, ArchiveError>
 where
-    S: Stream<Item = Result<Vec<Standing>, ArchiveError>>,
+    S: Stream<Item = Result<Vec<Row>, ArchiveError>>,
 {
     let sink = tx
         .copy_in(
             "COPY rankflow_archive
-                 (board, scope, view, period, rank, member, score, rank_competition, rank_dense)
+                 (board, scope, view, period, rank, member, score, rank_competition, rank_dense,
+                  fields)
              FROM STDIN (FORMAT binary)",
         )
         .await?;
     let writer = BinaryCopyInWriter::new(sink, &COLUMNS);
     futures::pin_mut!(writer);
-    futures::pin_mut!(standings);
+    futures::pin_mut!(rows);
     let mut ranks = Ranks::default();
-    while let Some(chunk) = standings.next().await {
+    while let Some(chunk) = rows.next().await {
         for s in chunk? {
-            let (rank, competition, dense) = ranks.next(s.score);
+            if s.fields.as_ref().map(Vec::len) != width {
+                return Err(ArchiveError::Source(format!(
+                    "member {:?} has {:?} fields where the board has {width:?}",
+                    s.member,
+                    s.fields.as_ref().map(Vec::len)
+                )));
+            }
+            let (rank, competition, dense) = ranks.next(s.score, s.fields.as_deref());
             let score = Numeric(s.score);
             writer
                 .as_mut()
@@ -250,6 +312,7 @@ where
                     &score,
                     &competition,
                     &dense,
+                    &s.fields,
                 ])
                 .await?;
         }
@@ -271,7 +334,7 @@ mod tests {
         let mut ranks = Ranks::default();
         let got: Vec<_> = [50.0, 50.0, 40.0, 40.0, 40.0, 30.0]
             .into_iter()
-            .map(|s| ranks.next(s))
+            .map(|s| ranks.next(s, None))
             .collect();
         assert_eq!(
             got,
@@ -282,6 +345,35 @@ mod tests {
                 (4, 3, 2),
                 (5, 3, 2),
                 (6, 6, 3)
+            ]
+        );
+    }
+
+    /// Composite rows tie only when every field is equal: an equal first
+    /// field (score) with a different later field is the next rank. A
+    /// missing first field (-inf) ties with itself.
+    #[test]
+    fn composite_ranks_tie_on_every_field() {
+        let mut ranks = Ranks::default();
+        let inf = f64::NEG_INFINITY;
+        let rows: [(f64, [Option<i64>; 2]); 6] = [
+            (5.0, [Some(5), Some(1)]),
+            (5.0, [Some(5), Some(1)]),
+            (5.0, [Some(5), Some(2)]),
+            (5.0, [Some(5), None]),
+            (inf, [None, None]),
+            (inf, [None, None]),
+        ];
+        let got: Vec<_> = rows.iter().map(|(s, f)| ranks.next(*s, Some(f))).collect();
+        assert_eq!(
+            got,
+            [
+                (1, 1, 1),
+                (2, 1, 1),
+                (3, 3, 2),
+                (4, 4, 3),
+                (5, 5, 4),
+                (6, 5, 4)
             ]
         );
     }

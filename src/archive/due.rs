@@ -13,6 +13,7 @@
 
 use crate::board::BoardSet;
 use crate::board::Order;
+use crate::board::composite::Layout;
 use crate::board::duration::add_span;
 use crate::board::keys;
 use crate::board::model::{Board, ViewSpec};
@@ -46,12 +47,27 @@ pub struct DuePeriod {
     pub expire_at: Option<i64>,
     pub order: Order,
     pub tie_key: TieKey,
+    /// A composite board's encoding (its fields are archived too).
+    pub layout: Option<Layout>,
 }
 
 impl DuePeriod {
     /// `K:t`, the per-member time hash (absent on plain boards).
     pub fn time_key(&self) -> String {
         keys::helper(&self.view_key, "t")
+    }
+
+    /// `K:f`, a composite board's field hash (absent on other boards).
+    pub fn fields_key(&self) -> String {
+        keys::helper(&self.view_key, "f")
+    }
+
+    /// The names of a composite board's fields in rank order, as the
+    /// archive records them; `None` for other boards.
+    pub fn field_names(&self) -> Option<Vec<String>> {
+        self.layout
+            .as_ref()
+            .map(|l| l.fields.iter().map(|f| f.name.clone()).collect())
     }
 
     /// `K:closed`, the marker the apply script checks.
@@ -205,6 +221,7 @@ pub fn resolve(boards: &BoardSet, prefix: &str, item: &DueItem) -> Result<DuePer
         expire_at: retention.map(|r| add_span(end_ms, &r, board.tz)),
         order: board.order,
         tie_key: board.tie_key,
+        layout: board.composite.as_ref().map(|c| c.layout.clone()),
     })
 }
 
@@ -223,15 +240,16 @@ fn period_retention(
 }
 
 /// Step 1: closes the period (marker `K:closed` = close time, then no
-/// expiry on `K` and `K:t` while it is archived) and returns how many
-/// members it has (0: the period had no events).
+/// expiry on `K`, `K:t` and `K:f` while it is archived: live reads of a
+/// composite member need its `K:f` entry as long as `K` is there) and
+/// returns how many members it has (0: the period had no events).
 pub async fn close(store: &Store, p: &DuePeriod) -> Result<u64, ArchiveError> {
     // The marker first: once Redis has it, no update reaches K.
     let _: () = store
         .query(redis::cmd("SET").arg(p.closed_key()).arg(p.close_ms))
         .await
         .map_err(redis)?;
-    for key in [&p.view_key, &p.time_key()] {
+    for key in [&p.view_key, &p.time_key(), &p.fields_key()] {
         let _: i64 = store
             .query(redis::cmd("PERSIST").arg(key))
             .await

@@ -209,6 +209,7 @@ impl Archiver {
             view_key: p.view_key.clone(),
             order: p.order,
             tie_key: p.tie_key,
+            layout: p.layout.clone(),
             members,
             chunk: self.config.chunk.get(),
         };
@@ -223,7 +224,8 @@ impl Archiver {
             .archive
             .as_mut()
             .ok_or_else(|| ArchiveError::Offline("the connection was lost".into()))?;
-        let outcome = match archive.copy(what, rows).await? {
+        let names = p.field_names();
+        let outcome = match archive.copy_rows(what, names.as_deref(), rows).await? {
             Copied::Busy => return Ok(Outcome::Busy),
             Copied::AlreadyArchived => Outcome::AlreadyArchived,
             Copied::Done { members } => Outcome::Archived {

@@ -37,6 +37,11 @@ pub const MIGRATIONS: &[Migration] = &[
         description: "competition and dense ranks of archived rows",
         sql: include_str!("sql/003_rank_styles.sql"),
     },
+    Migration {
+        version: 4,
+        description: "every field of composite boards' archived rows",
+        sql: include_str!("sql/004_composite_fields.sql"),
+    },
 ];
 
 /// The schema version this rankflow writes.

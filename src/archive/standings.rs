@@ -2,7 +2,8 @@
 //! one chunk at a time (so the archiver's memory is bounded by a chunk,
 //! whatever the board's size): `ZREVRANGE` by rank index for `desc` boards,
 //! `ZRANGE` for `asc` ones, tie-break members decoded back to the member
-//! with [`TieKey`]. Index paging is consistent because the key is frozen
+//! with [`TieKey`], composite members (SPEC §8.2) back to the member and
+//! every field with [`Layout::decode`]. Index paging is consistent because the key is frozen
 //! (its `K:closed` marker is set before the first read); as a last check
 //! the stream fails if the rows read do not add up to the count taken at
 //! close, which aborts the copy's transaction.
@@ -10,11 +11,12 @@
 use futures::{Stream, StreamExt};
 
 use crate::board::Order;
+use crate::board::composite::Layout;
 use crate::board::score::TieKey;
 use crate::sink::store::Store;
 
 use super::ArchiveError;
-use super::copy::Standing;
+use super::copy::Row;
 
 /// What to read.
 #[derive(Debug, Clone)]
@@ -22,23 +24,42 @@ pub struct Frozen {
     pub view_key: String,
     pub order: Order,
     pub tie_key: TieKey,
+    /// The encoding of a composite board's members; `None` for other boards.
+    pub layout: Option<Layout>,
     /// Members counted when the period was closed.
     pub members: u64,
     /// Members per chunk (≥ 1).
     pub chunk: usize,
 }
 
-/// Turns stored members and scores into standings, in the order read.
-pub fn decode(tie_key: TieKey, rows: Vec<(String, f64)>) -> Result<Vec<Standing>, ArchiveError> {
+/// Turns stored members and scores into standings, in the order read:
+/// with `layout` (a composite board) each row gets every field, else the
+/// member is decoded with `tie_key`. A stored member the board's encoding
+/// cannot read fails the copy rather than archiving a wrong name.
+pub fn decode(
+    tie_key: TieKey,
+    layout: Option<&Layout>,
+    rows: Vec<(String, f64)>,
+) -> Result<Vec<Row>, ArchiveError> {
     rows.into_iter()
-        .map(|(stored, score)| match tie_key.decode(&stored) {
-            Some((member, _)) => Ok(Standing {
-                member: member.to_string(),
-                score,
-            }),
-            None => Err(ArchiveError::Source(format!(
-                "member {stored:?} lacks the board's tie-break key"
-            ))),
+        .map(|(stored, score)| {
+            let decoded = match layout {
+                Some(l) => l.decode(&stored, score).map(|(member, values)| Row {
+                    member: member.to_string(),
+                    score,
+                    fields: Some(values[..l.fields.len()].to_vec()),
+                }),
+                None => tie_key.decode(&stored).map(|(member, _)| Row {
+                    member: member.to_string(),
+                    score,
+                    fields: None,
+                }),
+            };
+            decoded.ok_or_else(|| {
+                ArchiveError::Source(format!(
+                    "member {stored:?} is not in the board's encoding (tie-break key, field codes)"
+                ))
+            })
         })
         .collect()
 }
@@ -51,10 +72,7 @@ struct Cursor {
 }
 
 /// The standings in chunks of `frozen.chunk`, best first.
-pub fn chunks(
-    store: Store,
-    frozen: Frozen,
-) -> impl Stream<Item = Result<Vec<Standing>, ArchiveError>> {
+pub fn chunks(store: Store, frozen: Frozen) -> impl Stream<Item = Result<Vec<Row>, ArchiveError>> {
     let cursor = Cursor {
         store,
         frozen,
@@ -75,7 +93,7 @@ pub fn chunks(
     .filter(|r| std::future::ready(!matches!(r, Ok(rows) if rows.is_empty())))
 }
 
-async fn read_chunk(c: &mut Cursor) -> Result<Vec<Standing>, ArchiveError> {
+async fn read_chunk(c: &mut Cursor) -> Result<Vec<Row>, ArchiveError> {
     let f = &c.frozen;
     let chunk = f.chunk.max(1) as u64;
     let command = match f.order {
@@ -103,40 +121,81 @@ async fn read_chunk(c: &mut Cursor) -> Result<Vec<Standing>, ArchiveError> {
             )));
         }
     }
-    decode(f.tie_key, rows)
+    decode(f.tie_key, f.layout.as_ref(), rows)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::board::TieBreak;
+    use crate::board::composite::FieldOrder;
+    use crate::board::model::Aggregate;
+
+    fn row(member: &str, score: f64, fields: Option<Vec<Option<i64>>>) -> Row {
+        Row {
+            member: member.into(),
+            score,
+            fields,
+        }
+    }
 
     #[test]
     fn tie_break_members_are_decoded() {
         let k = TieKey::for_board(TieBreak::Earliest, Order::Desc);
         let rows = vec![(k.encode("alice", 5), 3.0), (k.encode("bob:1", 9), 3.0)];
-        let got = decode(k, rows).unwrap();
-        assert_eq!(
-            got,
-            vec![
-                Standing {
-                    member: "alice".into(),
-                    score: 3.0
-                },
-                Standing {
-                    member: "bob:1".into(),
-                    score: 3.0
-                },
-            ]
-        );
-        let plain = decode(TieKey::None, vec![("0000x".into(), 1.5)]).unwrap();
+        let got = decode(k, None, rows).unwrap();
+        assert_eq!(got, vec![row("alice", 3.0, None), row("bob:1", 3.0, None)]);
+        let plain = decode(TieKey::None, None, vec![("0000x".into(), 1.5)]).unwrap();
         assert_eq!(plain[0].member, "0000x");
     }
 
     #[test]
     fn a_member_without_its_tie_key_fails_the_copy() {
         let k = TieKey::Ascending;
-        let e = decode(k, vec![("short".into(), 1.0)]).unwrap_err();
+        let e = decode(k, None, vec![("short".into(), 1.0)]).unwrap_err();
+        assert_eq!(e.kind(), "source");
+    }
+
+    /// Stored members written by hand from docs/score-encoding.md (desc
+    /// board; field 2 asc, so complemented; field 3 desc): every field and
+    /// the member come back, a missing field as `None`.
+    #[test]
+    fn composite_members_give_every_field() {
+        let field = |name: &str, order| FieldOrder {
+            name: name.into(),
+            order,
+            aggregate: Aggregate::Sum,
+        };
+        let layout = Layout {
+            fields: vec![
+                field("a", Order::Desc),
+                field("b", Order::Asc),
+                field("c", Order::Desc),
+            ],
+            tie_key: TieKey::None,
+        };
+        // b = 97: 0xfff... − (2·16^14 + 97); c missing on a desc board: 0.
+        let stored = format!("dffffffffffff9e{}u1", "0".repeat(15));
+        // b = −2^53: code 0x100000000000000, complemented; c = 2^53.
+        let extreme = format!("e{}220000000000000u2", "f".repeat(14));
+        let got = decode(
+            TieKey::None,
+            Some(&layout),
+            vec![(stored, 5.0), (extreme, f64::NEG_INFINITY)],
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                row("u1", 5.0, Some(vec![Some(5), Some(97), None])),
+                row(
+                    "u2",
+                    f64::NEG_INFINITY,
+                    Some(vec![None, Some(-(1 << 53)), Some(1 << 53)])
+                ),
+            ]
+        );
+        let e = decode(TieKey::None, Some(&layout), vec![("short".into(), 1.0)]).unwrap_err();
         assert_eq!(e.kind(), "source");
     }
 }
