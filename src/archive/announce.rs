@@ -2,7 +2,8 @@
 //! and its producer: one JSON message per completed copy on
 //! `[archive] closed_topic`, keyed `board/scope/view/period`, with the final
 //! top `closed_top` entries read back from PostgreSQL (so the message says
-//! what the archive holds).
+//! what the archive holds); entries of composite boards carry `"fields"`
+//! as the API's do.
 //!
 //! Announcing runs in its own transaction under the period's advisory lock:
 //! only if `announced_at` is NULL, the message is published and its
@@ -17,6 +18,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde::Serialize;
 use tokio_postgres::types::ToSql;
 
+use crate::board::composite::FieldValues;
 use crate::board::score::MAX_EXACT;
 use crate::config::KafkaConfig;
 use crate::source::client::{self, ClientError, Role};
@@ -46,8 +48,12 @@ pub struct ClosedMessage {
 pub struct Entry {
     pub rank: u64,
     pub member: String,
+    /// `null` when not a number: a composite member without a first field.
     #[serde(serialize_with = "score_json")]
     pub score: f64,
+    /// A composite board's fields by name (SPEC §8.2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fields: Option<FieldValues>,
 }
 
 /// Integral scores as JSON integers (`42`, not `42.0`), as the API writes them.
@@ -171,7 +177,8 @@ impl Announcer {
                         (extract(epoch FROM period_start) * 1000)::int8,
                         (extract(epoch FROM period_end) * 1000)::int8,
                         floor(extract(epoch FROM archived_at) * 1000)::int8,
-                        announced_at IS NOT NULL
+                        announced_at IS NOT NULL,
+                        fields
                    FROM rankflow_archived_periods
                   WHERE board = $1 AND scope = $2 AND view = $3 AND period = $4",
                 &params,
@@ -191,24 +198,28 @@ impl Announcer {
             end_ms: row.try_get(2)?,
             archived_at_ms: row.try_get(3)?,
         };
+        let names: Option<Vec<String>> = row.try_get(5)?;
         let top = i64::try_from(self.top).unwrap_or(i64::MAX);
-        let entries = tx
+        let rows = tx
             .query(
-                "SELECT rank, member, score::float8 FROM rankflow_archive
+                "SELECT rank, member, score::float8, fields FROM rankflow_archive
                   WHERE board = $1 AND scope = $2 AND view = $3 AND period = $4
                   ORDER BY rank LIMIT $5",
                 &[&key.board, &key.scope, &key.view, &key.period, &top],
             )
-            .await?
-            .iter()
-            .map(|r| {
-                Ok(Entry {
-                    rank: r.try_get::<_, i64>(0)?.max(0) as u64,
-                    member: r.try_get(1)?,
-                    score: r.try_get(2)?,
-                })
-            })
-            .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+            .await?;
+        let mut entries = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let member: String = r.try_get(1)?;
+            let fields = super::read::named(names.as_deref(), r.try_get(3)?, &member)
+                .map_err(ArchiveError::Source)?;
+            entries.push(Entry {
+                rank: r.try_get::<_, i64>(0)?.max(0) as u64,
+                member,
+                score: r.try_get(2)?,
+                fields,
+            });
+        }
         let message = ClosedMessage::new(key, period, entries);
         self.publish(&key.path(), &message).await?;
         tx.execute(
@@ -258,11 +269,13 @@ mod tests {
                 rank: 1,
                 member: "u1".into(),
                 score: 42.0,
+                fields: None,
             },
             Entry {
                 rank: 2,
                 member: "u2".into(),
                 score: 0.5,
+                fields: None,
             },
         ];
         ClosedMessage::new(&key, row, entries)
@@ -312,6 +325,61 @@ mod tests {
                 v
             },
         ] {
+            assert!(!validator.is_valid(&broken), "accepted {broken}");
+        }
+    }
+
+    /// A composite board's entries: `"fields"` by name, exact at ±2^53, a
+    /// missing field `null`, and a member without a first field has the
+    /// score `null` (its -inf in Redis has no JSON number).
+    #[test]
+    fn composite_entries_carry_fields_and_validate() {
+        let schema: serde_json::Value = serde_json::from_str(SCHEMA).unwrap();
+        let validator = jsonschema::draft202012::new(&schema).unwrap();
+        let mut m = message();
+        let max = 1i64 << 53;
+        m.entries = vec![
+            Entry {
+                rank: 1,
+                member: "u1".into(),
+                score: max as f64,
+                fields: Some(FieldValues(vec![
+                    ("levels".into(), Some(max)),
+                    ("revives".into(), Some(-max)),
+                    ("first".into(), None),
+                ])),
+            },
+            Entry {
+                rank: 2,
+                member: "u2".into(),
+                score: f64::NEG_INFINITY,
+                fields: Some(FieldValues(vec![
+                    ("levels".into(), None),
+                    ("revives".into(), Some(0)),
+                    ("first".into(), None),
+                ])),
+            },
+        ];
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            v["entries"],
+            serde_json::json!([
+                {"rank": 1, "member": "u1", "score": 9_007_199_254_740_992_i64,
+                 "fields": {"levels": 9_007_199_254_740_992_i64,
+                            "revives": -9_007_199_254_740_992_i64, "first": null}},
+                {"rank": 2, "member": "u2", "score": null,
+                 "fields": {"levels": null, "revives": 0, "first": null}}
+            ])
+        );
+        let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}");
+        for bad in [
+            serde_json::json!(1.5),
+            serde_json::json!("5"),
+            serde_json::json!(9_007_199_254_740_993_i64),
+        ] {
+            let mut broken = v.clone();
+            broken["entries"][0]["fields"]["levels"] = bad;
             assert!(!validator.is_valid(&broken), "accepted {broken}");
         }
     }

@@ -3,7 +3,8 @@
 //! of a list of members, the rows around a member, and the list of a view's
 //! archived periods. Ranks come in any style of SPEC §8.4: the ordinal
 //! `rank`, or the competition and dense ranks written at copy time
-//! (`sql/003_rank_styles.sql`).
+//! (`sql/003_rank_styles.sql`). Rows of composite boards come with every
+//! field, named as when the period was copied (`sql/004_composite_fields.sql`).
 //!
 //! Each read is one statement, so it sees one snapshot: the completion row
 //! and the member rows of a period are written in one transaction
@@ -34,6 +35,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
 use super::copy::PeriodKey;
+use crate::board::composite::FieldValues;
 
 /// Longest a read may run in PostgreSQL; an indexed read takes
 /// milliseconds, so hitting this means the server is in trouble.
@@ -124,6 +126,9 @@ pub struct ArchivedRow {
     pub rank: u64,
     pub member: String,
     pub score: f64,
+    /// A composite board's fields by name, in field order, as the API
+    /// shows them; `None` for other boards.
+    pub fields: Option<FieldValues>,
 }
 
 /// Rows of a complete copy; which rows depends on the read.
@@ -174,7 +179,9 @@ pub mod sql {
     /// (`ordinal`, `competition` or `dense`): the column written at copy
     /// time, or, for rows archived before those columns existed (NULL),
     /// the same figure computed over the period (competition: the first
-    /// rank holding the score; dense: distinct scores down to the row).
+    /// rank holding the score; dense: distinct scores down to the row;
+    /// with every field for composite rows, though those, written since
+    /// version 4, always have their ranks).
     /// `COALESCE` evaluates the fallback only for such rows.
     macro_rules! styled_rank {
         ($n:literal) => {
@@ -185,9 +192,10 @@ pub mod sql {
                    WHEN 'competition' THEN coalesce(a.rank_competition,
                        (SELECT min(b.rank) FROM rankflow_archive b
                          WHERE b.board = $1 AND b.scope = $2 AND b.view = $3
-                           AND b.period = $4 AND b.score = a.score))
+                           AND b.period = $4 AND b.score = a.score
+                           AND b.fields IS NOT DISTINCT FROM a.fields))
                    WHEN 'dense' THEN coalesce(a.rank_dense,
-                       (SELECT count(DISTINCT b.score) FROM rankflow_archive b
+                       (SELECT count(DISTINCT (b.score, b.fields)) FROM rankflow_archive b
                          WHERE b.board = $1 AND b.scope = $2 AND b.view = $3
                            AND b.period = $4 AND b.rank <= a.rank))
                    ELSE a.rank END"
@@ -202,7 +210,7 @@ pub mod sql {
         period_columns!(),
         ", true, ",
         styled_rank!("7"),
-        ", a.member, a.score::float8
+        ", a.member, a.score::float8, a.fields, p.fields
            FROM rankflow_archived_periods p
            LEFT JOIN rankflow_archive a
              ON a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
@@ -217,7 +225,7 @@ pub mod sql {
         period_columns!(),
         ", a.rank IS NOT NULL, ",
         styled_rank!("6"),
-        ", a.member, a.score::float8
+        ", a.member, a.score::float8, a.fields, p.fields
            FROM rankflow_archived_periods p
            LEFT JOIN rankflow_archive a
              ON a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
@@ -232,7 +240,7 @@ pub mod sql {
         period_columns!(),
         ", true, ",
         styled_rank!("6"),
-        ", a.member, a.score::float8
+        ", a.member, a.score::float8, a.fields, p.fields
            FROM rankflow_archived_periods p
            LEFT JOIN rankflow_archive a
              ON a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
@@ -247,7 +255,7 @@ pub mod sql {
         period_columns!(),
         ", m.rank IS NOT NULL, ",
         styled_rank!("7"),
-        ", a.member, a.score::float8
+        ", a.member, a.score::float8, a.fields, p.fields
            FROM rankflow_archived_periods p
            LEFT JOIN rankflow_archive m
              ON m.board = $1 AND m.scope = $2 AND m.view = $3 AND m.period = $4
@@ -599,6 +607,7 @@ fn standings(rows: &[Row]) -> Result<Option<ArchivedRows>, ArchiveReadError> {
         end_ms: first.try_get(2).map_err(decode)?,
     };
     let found: bool = first.try_get(3).map_err(decode)?;
+    let names: Option<Vec<String>> = first.try_get(8).map_err(decode)?;
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
         let rank: Option<i64> = row.try_get(4).map_err(decode)?;
@@ -609,10 +618,13 @@ fn standings(rows: &[Row]) -> Result<Option<ArchivedRows>, ArchiveReadError> {
         ) else {
             continue;
         };
+        let values: Option<Vec<Option<i64>>> = row.try_get(7).map_err(decode)?;
+        let fields = named(names.as_deref(), values, &member).map_err(ArchiveReadError::Refused)?;
         out.push(ArchivedRow {
             rank: as_u64(rank),
             member,
             score,
+            fields,
         });
     }
     Ok(Some(ArchivedRows {
@@ -620,6 +632,26 @@ fn standings(rows: &[Row]) -> Result<Option<ArchivedRows>, ArchiveReadError> {
         rows: out,
         found,
     }))
+}
+
+/// A composite row's values named by its period's field names. A row whose
+/// values do not match the names (never written so by [`super::copy`]) is
+/// refused rather than shown with fields under the wrong names.
+pub(super) fn named(
+    names: Option<&[String]>,
+    values: Option<Vec<Option<i64>>>,
+    member: &str,
+) -> Result<Option<FieldValues>, String> {
+    match (names, values) {
+        (None, None) => Ok(None),
+        (Some(n), Some(v)) if n.len() == v.len() => {
+            Ok(Some(FieldValues(n.iter().cloned().zip(v).collect())))
+        }
+        (n, v) => Err(format!(
+            "the archived row of {member:?} has {:?} field values for the field names {n:?}",
+            v.map(|v| v.len())
+        )),
+    }
 }
 
 /// Decodes the rows of [`sql::PERIODS`].
