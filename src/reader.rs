@@ -72,7 +72,7 @@ impl From<ArchivedRow> for Entry {
             rank: r.rank,
             member: r.member,
             score: r.score,
-            fields: None,
+            fields: r.fields,
         }
     }
 }
