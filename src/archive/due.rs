@@ -267,7 +267,8 @@ pub async fn restore_expiry(store: &Store, p: &DuePeriod) -> Result<(), ArchiveE
     let Some(at) = p.expire_at else {
         return Ok(());
     };
-    for key in [&p.view_key, &p.time_key(), &p.closed_key()] {
+    // K:f too: step 1 persisted it with K (composite boards).
+    for key in [&p.view_key, &p.time_key(), &p.fields_key(), &p.closed_key()] {
         let _: i64 = store
             .query(redis::cmd("PEXPIREAT").arg(key).arg(at))
             .await
