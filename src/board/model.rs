@@ -416,12 +416,6 @@ fn compile_composite(
             "composite boards do not support windows yet (a later step of issue 11); use periods",
         ));
     }
-    if !b.archive.is_empty() {
-        return Err(BoardError::invalid(
-            at("archive"),
-            "composite boards cannot be archived yet (the archive keeps one score per member); a later step of issue 11",
-        ));
-    }
     let mut compiled = Vec::with_capacity(fields.len());
     let mut orders = Vec::with_capacity(fields.len());
     for (i, f) in fields.iter().enumerate() {
@@ -902,12 +896,6 @@ mod tests {
                 "windows = [\"1h/1m\"]\ntie_break",
                 "field `windows`",
                 "not support windows yet",
-            ),
-            (
-                "tie_break",
-                "archive = [\"day\"]\ntie_break",
-                "field `archive`",
-                "cannot be archived yet",
             ),
         ] {
             let text = STAGES.replacen(from, to, 1);
