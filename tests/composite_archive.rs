@@ -8,7 +8,10 @@
 //!   to a table worked out by hand from the events; the archived
 //!   competition and dense ranks (tied = every field equal) equal the
 //!   table too, also when computed over the period for rows without
-//!   them;
+//!   them; an ascending board with a tie-break (a missing first field is
+//!   +inf) reads the same live and archived, its styled ranks as by hand;
+//! - the period-closed message of a composite period, through a real
+//!   broker, carries the fields;
 //! - the archive's statements on composite periods use its indexes, and
 //!   fields at ±2^53 and the infinite score of a missing first field read
 //!   back exactly.
@@ -67,6 +70,18 @@ order_by = [
   {{ field = "revives", score = "rv", filter = "has(rv)", aggregate = "min", order = "asc" }},
   {{ field = "code", score = "cd", filter = "has(cd)", aggregate = "last", order = "asc" }},
 ]
+
+[[board]]
+name = "speedrun"
+event = "play"
+member = "user_id"
+periods = ["week"]
+archive = ["week"]
+tie_break = "earliest"
+order_by = [
+  {{ field = "time", score = "tm", filter = "has(tm)", aggregate = "min", order = "asc" }},
+  {{ field = "deaths", score = "dt", filter = "has(dt)", aggregate = "sum", order = "desc" }},
+]
 "#
     )
 }
@@ -94,6 +109,23 @@ const TABLE: [Expected; 13] = [
     ("max", [None, Some(7), Some(2)], 11, 11, 9),
     ("kim", [None, Some(7), Some(2)], 12, 11, 9),
     ("ned", [None, None, Some(9)], 13, 13, 10),
+];
+
+/// A row of a hand-made table of `N` fields: member, fields, ordinal,
+/// competition and dense ranks.
+type Ranked<const N: usize> = (&'static str, [Option<i64>; N], u64, u64, u64);
+
+/// The ascending board with a tie-break, by hand: time ascending (a
+/// missing time last: +inf in Redis), deaths descending, then the earliest
+/// time the tuple was reached, then member bytes ascending (`ZRANGE`).
+/// Tied (competition, dense) = both fields equal, whatever the tie time.
+const SPEEDRUN: [Ranked<2>; 6] = [
+    ("p3", [Some(30), Some(5)], 1, 1, 1),
+    ("p1", [Some(30), Some(2)], 2, 2, 2),
+    ("p2", [Some(30), Some(2)], 3, 2, 2),
+    ("p4", [Some(M), None], 4, 4, 3),
+    ("p5", [None, Some(7)], 5, 5, 4),
+    ("p6", [None, Some(7)], 6, 5, 4),
 ];
 
 /// Monday 00:00 UTC of an ISO week, in ms.
@@ -126,7 +158,23 @@ fn batches() -> [Vec<Value>; 2] {
         }
         e
     };
-    let first = vec![
+    let mut play = |user: &str, secs: i64, fields: &[(&str, i64)]| {
+        let mut e = ev(user, secs, fields);
+        e["type"] = json!("play");
+        e["duration_ms"] = json!(1000);
+        e
+    };
+    let plays = vec![
+        play("p1", 1, &[("tm", 30), ("dt", 2)]),
+        play("p2", 5, &[("tm", 31), ("dt", 2)]),
+        play("p3", 9, &[("tm", 30), ("dt", 5)]),
+        play("p4", 1, &[("tm", M)]),
+        play("p5", 1, &[("dt", 3)]),
+        play("p6", 2, &[("dt", 7)]),
+        play("p2", 4, &[("tm", 30)]),
+        play("p5", 1, &[("dt", 4)]),
+    ];
+    let mut first = vec![
         ev("ann", 9, &[("lv", M / 2), ("rv", 3), ("cd", 5)]),
         ev("bob", 1, &[("lv", M), ("rv", -M), ("cd", 5)]),
         ev("cat", 2, &[("lv", M - 1), ("rv", 0), ("cd", 6)]),
@@ -154,6 +202,7 @@ fn batches() -> [Vec<Value>; 2] {
         ev("hal", 3, &[("cd", 4)]),
         ev("max", 8, &[("rv", 7), ("cd", 2)]),
     ];
+    first.extend(plays);
     [first, second]
 }
 
@@ -340,14 +389,16 @@ async fn applied(redis: &Redis, prefix: &str, text: &str) -> Direct {
     direct
 }
 
-/// Archives the past week with the archiver's own steps (close, copy in
-/// chunks of 4, announce when `text` has a closed topic, restore expiry).
+/// Archives `board`'s past week (of `members`) with the archiver's own
+/// steps (close, copy in chunks of 4, announce when `text` has a closed
+/// topic, restore expiry).
 async fn archive_past_week(
     direct: &Direct,
     redis: &Redis,
     prefix: &str,
     text: &str,
     brokers: &str,
+    (board, members): (&str, u64),
 ) {
     let config_text = format!(
         "{text}\n[kafka]\nbrokers = \"{brokers}\"\ntopics = [\"t\"]\n[redis]\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\n",
@@ -362,12 +413,12 @@ async fn archive_past_week(
         .await
         .expect("archiver");
     let item = DueItem {
-        member: keys::due_member("stages", &format!("week:{PAST}")),
+        member: keys::due_member(board, &format!("week:{PAST}")),
         close_ms: week_start(PAST) + 7 * 86_400_000 + 600_000,
     };
     let period = due::resolve(&set, prefix, &item).expect("resolves");
     match archiver.process(&period, false).await {
-        Outcome::Archived { members, .. } => assert_eq!(members, 13),
+        Outcome::Archived { members: n, .. } => assert_eq!(n, members),
         other => panic!("not archived: {other:?}"),
     }
 }
@@ -389,7 +440,20 @@ async fn a_composite_period_reads_the_same_live_and_archived_as_the_hand_made_ta
     let reads = expected_reads();
     let live = check_reads(&base, &reads, "live").await;
 
-    archive_past_week(&direct, &redis, &prefix, &text, "unused:9092").await;
+    let speedrun = format!("/v1/boards/speedrun/week/top?period={PAST}&limit=10");
+    let (code, mut speed_live) = get_json(&format!("{base}{speedrun}")).await;
+    assert_eq!((code, &speed_live["source"]), (200, &json!("live")));
+    let speed_entries: Vec<Value> = SPEEDRUN
+        .iter()
+        .map(|e| {
+            json!({"rank": e.2, "member": e.0, "score": e.1[0],
+                        "fields": {"time": e.1[0], "deaths": e.1[1]}})
+        })
+        .collect();
+    assert_eq!(speed_live["entries"], Value::Array(speed_entries));
+    for board in [("stages", 13), ("speedrun", 6)] {
+        archive_past_week(&direct, &redis, &prefix, &text, "unused:9092", board).await;
+    }
     let view_id = format!("week:{PAST}");
     // K:f was kept with K while archived and expires with it again.
     let k = keys::view_key(&prefix, "stages", &view_id);
@@ -417,6 +481,21 @@ async fn a_composite_period_reads_the_same_live_and_archived_as_the_hand_made_ta
         .expect("DEL");
     let archived = check_reads(&base, &reads, "archive").await;
     assert_eq!(live, archived);
+    // The ascending board: +inf (missing time) and its tie key decoded.
+    let k = keys::view_key(&prefix, "speedrun", &view_id);
+    let _: i64 = redis::cmd("DEL")
+        .arg(&k)
+        .arg(format!("{k}:f"))
+        .arg(format!("{k}:closed"))
+        .query_async(&mut c)
+        .await
+        .expect("DEL");
+    let (code, mut speed_archived) = get_json(&format!("{base}{speedrun}")).await;
+    assert_eq!((code, &speed_archived["source"]), (200, &json!("archive")));
+    for body in [&mut speed_live, &mut speed_archived] {
+        body.as_object_mut().expect("object").remove("source");
+    }
+    assert_eq!(speed_live, speed_archived);
 
     // Every rank style and lists of members, on the archive's reader.
     let key = PeriodKey {
@@ -427,6 +506,34 @@ async fn a_composite_period_reads_the_same_live_and_archived_as_the_hand_made_ta
     };
     let reader = ArchiveReader::new(&pg.url()).expect("archive url");
     check_styled(&reader, &key).await;
+    let speed_key = PeriodKey {
+        board: "speedrun".into(),
+        ..key.clone()
+    };
+    for (style, pick) in [("competition", 3), ("dense", 4)] {
+        let page = reader
+            .page_ranked(&speed_key, 1, 6, style)
+            .await
+            .expect("page")
+            .expect("archived");
+        let got: Vec<(u64, String, f64)> = page
+            .rows
+            .iter()
+            .map(|r| (r.rank, r.member.clone(), r.score))
+            .collect();
+        let want: Vec<(u64, String, f64)> = SPEEDRUN
+            .iter()
+            .map(|e| {
+                let rank = if pick == 3 { e.3 } else { e.4 };
+                (
+                    rank,
+                    e.0.to_string(),
+                    e.1[0].map_or(f64::INFINITY, |v| v as f64),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "speedrun {style}");
+    }
     // The ranks written at copy time are what the table says; rows without
     // them (as archived before version 3) get the same from the fallback.
     let mut writer = Archive::connect(&pg.url()).await.expect("connect");
@@ -442,7 +549,7 @@ async fn a_composite_period_reads_the_same_live_and_archived_as_the_hand_made_ta
     assert_eq!(cleared, 13);
     check_styled(&reader, &key).await;
     println!(
-        "verified: {} reads equal live and archived and the hand-made table; 3 styles × (5 pages, 13 members, 13 around, 1 list) on the archive, with and without stored ranks",
+        "verified: {} reads equal live and archived and the hand-made table; 3 styles × (5 pages, 13 members, 13 around, 1 list) on the archive, with and without stored ranks; the ascending tie-break board too",
         reads.len()
     );
 }
@@ -653,7 +760,15 @@ async fn the_period_closed_message_carries_the_fields() {
         &format!("closed_topic = \"{topic}\"\nclosed_top = 12"),
     );
     let direct = applied(&redis, &prefix, &text).await;
-    archive_past_week(&direct, &redis, &prefix, &text, &broker.brokers()).await;
+    archive_past_week(
+        &direct,
+        &redis,
+        &prefix,
+        &text,
+        &broker.brokers(),
+        ("stages", 13),
+    )
+    .await;
 
     let consumer: StreamConsumer = ClientConfig::new()
         .set("bootstrap.servers", broker.brokers())
