@@ -214,6 +214,31 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// What a window of this board keeps per field, for `rankflow check`.
+    /// Every rule is exact in a window: buckets leave oldest first, so a
+    /// `last` field whose latest event leaves has no older event left.
+    pub fn window_description(&self) -> String {
+        let fields: Vec<String> = self
+            .fields
+            .iter()
+            .map(|f| {
+                let kept = match f.aggregate {
+                    Aggregate::Sum => "the total of its events in the window (a leaving bucket is subtracted)",
+                    Aggregate::Max => "the greatest of its events in the window (per-member best-bucket index K:ord)",
+                    Aggregate::Min => "the least of its events in the window (per-member best-bucket index K:ord)",
+                    Aggregate::Last => "the value of its latest event in the window, exact",
+                };
+                format!("{} = {kept}", f.name)
+            })
+            .collect();
+        format!(
+            "windows keep {}; a field no event in the window gave has no value, and a member with no field left leaves the window",
+            fields.join(", ")
+        )
+    }
+}
+
 /// A member's fields by name, in field order, serialized as a JSON object
 /// (`null` for a field without a value).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -150,7 +150,11 @@ impl Board {
     /// The exact value range this board guarantees, for `rankflow check`.
     pub fn range_description(&self) -> String {
         if let Some(c) = &self.composite {
-            return composite_range(c, self.tie);
+            let range = composite_range(c, self.tie);
+            if !self.has_windows() {
+                return range;
+            }
+            return format!("{range}; {}", c.layout.window_description());
         }
         let values = format!(
             "integer values exact in [-2^53, 2^53] = ±{}; larger totals are refused and counted, never rounded",
@@ -409,12 +413,6 @@ fn compile_composite(
                 "is set per field on a composite board: move it into each `order_by` entry",
             ));
         }
-    }
-    if !b.windows.is_empty() {
-        return Err(BoardError::invalid(
-            at("windows"),
-            "composite boards do not support windows yet (a later step of issue 11); use periods",
-        ));
     }
     let mut compiled = Vec::with_capacity(fields.len());
     let mut orders = Vec::with_capacity(fields.len());
@@ -890,12 +888,6 @@ mod tests {
                 "order = \"asc\"\ntie_break",
                 "field `order`",
                 "per field",
-            ),
-            (
-                "tie_break",
-                "windows = [\"1h/1m\"]\ntie_break",
-                "field `windows`",
-                "not support windows yet",
             ),
         ] {
             let text = STAGES.replacen(from, to, 1);

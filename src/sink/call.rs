@@ -186,14 +186,31 @@ fn push_view_keys(
     }
     if window {
         extra.push(helper("log"));
-        extra.push(helper("n"));
-        if matches!(board.aggregate, Aggregate::Max | Aggregate::Min) {
+        // Composite windows count no buckets per member: a field's time
+        // tells when its last bucket leaves (see `cevict` in apply.lua).
+        if board.composite.is_none() {
+            extra.push(helper("n"));
+        }
+        if uses_ord(board) {
             extra.push(helper("ord"));
         }
         extra.push(helper("cut"));
     }
     keys_out.push(key);
     keys_out.extend(extra);
+}
+
+/// Whether a board's windows keep the per-member best-bucket index `K:ord`:
+/// max/min boards, and composite boards with a max or min field.
+fn uses_ord(board: &Board) -> bool {
+    match &board.composite {
+        Some(c) => c
+            .layout
+            .fields
+            .iter()
+            .any(|f| matches!(f.aggregate, Aggregate::Max | Aggregate::Min)),
+        None => matches!(board.aggregate, Aggregate::Max | Aggregate::Min),
+    }
 }
 
 fn push_header(args: &mut Vec<String>, board: &Board, fence_expire: &str) {
@@ -403,6 +420,9 @@ fn push_updates(
                         Some(a) => format!("{}:{}", num(a.value), a.ts),
                         None => String::new(),
                     });
+                }
+                if window {
+                    args.push(bucket.to_string());
                 }
                 continue;
             }

@@ -14,8 +14,10 @@
 --     period: K [, K:t]
 --     archived period: K [, K:t], K:closed
 --     window: K [, K:t], K:log, K:n [, K:ord], K:cut
+--     composite window: K, K:f, K:log [, K:ord], K:cut (no K:n)
 --   (K:t when tie != "n" or agg == "last", never for composite boards;
---    K:f for composite boards, right after K [, K:t]; K:ord for max/min)
+--    K:f for composite boards, right after K [, K:t]; K:ord for max/min,
+--    on composite boards when any field is max or min)
 -- ARGV  now, ninstances, then per instance:
 --       agg, tie, fence_expire, ngroups, {field, lo, hi} x ngroups,
 --       nviews, {"p" | "a", expire_at, absum, bound_field
@@ -35,9 +37,9 @@
 --        bucket_end for windows)
 --       Composite boards (SPEC §8.2; agg "c" .. {rule, code} x nfields ..
 --       direction, e.g. "csdsanpa"... see src/board/composite.rs
---       `script_code`; periods only): per update
---       {member, field_1 .. field_n}, each field "value:time" or "" when
---       the event gave it no value.
+--       `script_code`): per update {member, field_1 .. field_n
+--       [, bucket_end]}, each field "value:time" or "" when the event gave
+--       it no value; bucket_end for windows.
 --
 -- Reply {1, more, {applied, evicted, overflow, late, cutoffs} x ninstances}
 --       (cutoffs: when late > 0, the cutoff each view used, in view order,
@@ -325,6 +327,95 @@ local function evict_entry(view, m, vt, bend)
   -- last: the member's latest bucket is still there, so its value stands.
 end
 
+-- Composite windows. A bucket hash K:b:<end> maps a member to its fields
+-- from that bucket's events (K:f text: "value:time" or "" per field); K:f
+-- holds the window's fields, combined over the buckets still in it.
+-- Evicting a bucket (oldest first, so every older bucket is gone already)
+-- takes its share out of each field it holds:
+--   sum, last: a field's time is its latest event's (sum: the latest
+--     contribution; last: the value kept). If that time is before the
+--     evicted bucket's end, every event of the field was in this bucket or
+--     an older one: the field becomes missing. Otherwise a newer bucket
+--     holds the field; a sum subtracts this bucket's value, a last keeps
+--     its value (it came from the newer bucket).
+--   max, min: K:ord lists, per (field, member, bucket), the bucket's value
+--     best first (then the earliest time); the field becomes its next best
+--     entry, or missing when none is left.
+-- A member without any field left is removed.
+
+-- ordv for one field's rule (ordv reads the instance's `agg`).
+local function cordv(v, rule)
+  local b = { string.byte(struct.pack(">d", v), 1, 8) }
+  if b[1] >= 128 then
+    for i = 1, 8 do b[i] = 255 - b[i] end
+  else
+    b[1] = b[1] + 128
+  end
+  if rule == "max" then
+    for i = 1, 8 do b[i] = 255 - b[i] end
+  end
+  return string.char(unpack(b))
+end
+
+local function cord_prefix(i, m)
+  return tostring(i) .. ord_prefix(m)
+end
+
+local function cord_entry(i, m, f, bend)
+  return cord_prefix(i, m) .. cordv(f[1], cfields[i].rule) .. string.format("%012x", f[2]) .. bend
+end
+
+local function cuses_ord(i)
+  local rule = cfields[i].rule
+  return rule == "max" or rule == "min"
+end
+
+-- A max/min field's best (value, time) over the buckets left, or false.
+local function cbest(view, i, m)
+  local p = cord_prefix(i, m)
+  local best = redis.call("ZRANGEBYLEX", view.ord, "[" .. p, "(" .. p .. string.rep("\255", 9), "LIMIT", 0, 1)
+  if #best == 0 then return false end
+  local b = string.sub(best[1], #p + 21)
+  local text = redis.call("HGET", view.key .. ":b:" .. b, m)
+  if not text then return false end
+  return cparse(text)[i] or false
+end
+
+-- Removes one member's entry (K:f text) of the evicted bucket ending at bend.
+local function cevict(view, m, text, bend)
+  local bst = cparse(text)
+  local nb = tonumber(bend)
+  local old = redis.call("HGET", view.f, m)
+  local st = {}
+  if old then st = cparse(old) end
+  local nst = {}
+  local changed, left = false, false
+  for i = 1, #cfields do
+    local cur = st[i] or false
+    local b = bst[i]
+    if b then
+      if cuses_ord(i) then
+        redis.call("ZREM", view.ord, cord_entry(i, m, b, bend))
+        -- Another bucket's entry is the best unless this one was.
+        if cur and cur[1] == b[1] and cur[2] == b[2] then
+          cur = cbest(view, i, m)
+          changed = true
+        end
+      elseif cur and cur[2] < nb then
+        cur = false
+        changed = true
+      elseif cur and cfields[i].rule == "sum" then
+        cur = { cur[1] - b[1], cur[2] }
+        changed = true
+      end
+    end
+    nst[i] = cur
+    if cur then left = true end
+  end
+  if not changed or not old then return end
+  if left then cwrite(view, m, st, nst) else cwrite(view, m, st, nil) end
+end
+
 -- Evicts the buckets that ended at or before the cutoff, within the budget.
 local function trim(view)
   local stored = tonumber(redis.call("GET", view.cut) or "-1")
@@ -350,7 +441,11 @@ local function trim(view)
       if #kv > 0 then
         local fields = {}
         for i = 1, #kv, 2 do
-          evict_entry(view, kv[i], kv[i + 1], bend)
+          if cfields then
+            cevict(view, kv[i], kv[i + 1], bend)
+          else
+            evict_entry(view, kv[i], kv[i + 1], bend)
+          end
           fields[#fields + 1] = kv[i]
           evicted = evicted + 1
           call_evicted = call_evicted + 1
@@ -424,6 +519,73 @@ local function apply_window(view, m, dv, dt, bend)
   return 1
 end
 
+-- One composite update of a window bucket (fields at ARGV[base + 1 ..]):
+-- each field combines into the bucket's entry and into the window's K:f
+-- by its rule. Returns 1 applied, 2 overflow, 3 late, 0 no change.
+local function apply_cwindow(view, m, base, bend)
+  if tonumber(bend) <= view.cutoff then return 3 end
+  local bkey = view.key .. ":b:" .. bend
+  local oldb = redis.call("HGET", bkey, m)
+  local bst = {}
+  if oldb then bst = cparse(oldb) end
+  local old = redis.call("HGET", view.f, m)
+  local st = {}
+  if old then st = cparse(old) end
+  local nbst, nst = {}, {}
+  local bchanged, changed = false, false
+  for i = 1, #cfields do
+    local bcur, cur = bst[i] or false, st[i] or false
+    local u = ARGV[base + i]
+    if u ~= "" then
+      local c = string.find(u, ":", 1, true)
+      local dv, dt = tonumber(string.sub(u, 1, c - 1)), tonumber(string.sub(u, c + 1))
+      local rule = cfields[i].rule
+      local BV, BT, V, T = nil, nil, nil, nil
+      if bcur then BV, BT = bcur[1], bcur[2] end
+      if cur then V, T = cur[1], cur[2] end
+      -- The window's value can change only when the bucket's does (it is
+      -- the combination of the buckets).
+      local nbv, nbt = combine_rule(rule, BV, BT, dv, dt)
+      if nbv ~= nil then
+        local nv, nt = combine_rule(rule, V, T, dv, dt)
+        -- A sum rounded past 2^53 can land on 2^53 itself: undo it to see.
+        for _, x in ipairs({ { nbv, BV }, { nv, V } }) do
+          local s, prev = x[1], x[2]
+          if s ~= nil and (s > MAX_EXACT or s < -MAX_EXACT
+              or (rule == "sum" and prev ~= nil and s - prev ~= dv)) then
+            return 2
+          end
+        end
+        if not bcur or nbv ~= bcur[1] or nbt ~= bcur[2] then
+          bcur = { nbv, nbt }
+          bchanged = true
+        end
+        if nv ~= nil and (not cur or nv ~= cur[1] or nt ~= cur[2]) then
+          cur = { nv, nt }
+          changed = true
+        end
+      end
+    end
+    nbst[i], nst[i] = bcur, cur
+  end
+  if not bchanged then return 0 end
+  redis.call("HSET", bkey, m, cser(nbst))
+  if not oldb then
+    redis.call("ZADD", view.log, bend, bend)
+    -- As for other windows: trimming, not the TTL, removes a bucket. Set
+    -- after the HSET: an expiry on a key not yet there is lost.
+    redis.call("PEXPIREAT", bkey, tonumber(bend) + view.len + 86400000)
+  end
+  for i = 1, #cfields do
+    if cuses_ord(i) and nbst[i] and nbst[i] ~= bst[i] then
+      if bst[i] then redis.call("ZREM", view.ord, cord_entry(i, m, bst[i], bend)) end
+      redis.call("ZADD", view.ord, 0, cord_entry(i, m, nbst[i], bend))
+    end
+  end
+  if changed then cwrite(view, m, old and st or nil, nst) end
+  return 1
+end
+
 -- Fences and expiry of an instance.
 local function finish(inst)
   if inst.ngroups == 0 then return end
@@ -444,8 +606,9 @@ local function finish(inst)
       else
         expire_at(view.key, view.exp)
         if needs_t then expire_at(view.t, view.exp) end
+        if view.f then expire_at(view.f, view.exp) end
         expire_at(view.log, view.exp)
-        expire_at(view.n, view.exp)
+        if view.n then expire_at(view.n, view.exp) end
         expire_at(view.cut, view.exp)
         if uses_ord then expire_at(view.ord, view.exp) end
       end
@@ -481,6 +644,10 @@ for i = 1, tonumber(ARGV[2]) do
       }
     end
     inst.cdir = string.sub(inst.agg, -1)
+    inst.uses_ord = false
+    for _, f in ipairs(inst.cfields) do
+      if f.rule == "max" or f.rule == "min" then inst.uses_ord = true end
+    end
     inst.needs_t = false
     plain = false
   end
@@ -516,7 +683,12 @@ for i = 1, tonumber(ARGV[2]) do
       plain = false
       view.cutoff = tonumber(ARGV[a]); a = a + 1
       view.len = now - view.cutoff
-      view.log = KEYS[k]; view.n = KEYS[k + 1]; k = k + 2
+      if inst.cfields then
+        -- Composite windows count nothing per member: see cevict.
+        view.log = KEYS[k]; k = k + 1
+      else
+        view.log = KEYS[k]; view.n = KEYS[k + 1]; k = k + 2
+      end
       if inst.uses_ord then view.ord = KEYS[k]; k = k + 1 end
       view.cut = KEYS[k]; k = k + 1
     end
@@ -524,7 +696,9 @@ for i = 1, tonumber(ARGV[2]) do
   end
   -- A plain sum's updates carry no event time; windows add the bucket end.
   for v = 1, nviews do
-    if inst.cfields then views[v].width = 1 + #inst.cfields
+    if inst.cfields then
+      views[v].width = 1 + #inst.cfields
+      if views[v].kind == "w" then views[v].width = 2 + #inst.cfields end
     elseif plain then views[v].width = 2
     elseif views[v].kind == "w" then views[v].width = 4
     else views[v].width = 3 end
@@ -630,7 +804,9 @@ for i = 1, #instances do
         local dt = 0
         if width > 2 then dt = tonumber(ARGV[base + 2]) end
         local r
-        if cfields then
+        if cfields and view.kind == "w" then
+          r = apply_cwindow(view, m, base, ARGV[base + 1 + #cfields])
+        elseif cfields then
           r = apply_composite(view, m, base)
         elseif view.kind == "p" then
           r = apply_period(view, m, dv, dt)

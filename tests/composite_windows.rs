@@ -1,0 +1,573 @@
+//! Composite boards (SPEC §8.2) with windows, sliding (`10m/1m`, `3m/1m`)
+//! and rolling (`3d/1d` in a zone with an offset), through the rules, the
+//! batch and the Lua script into a real Redis, checked against references
+//! written here from the spec, never from the code under test:
+//! - random composite boards fed random events with out-of-order times
+//!   while the clock moves: after every step each window ranks and holds
+//!   exactly what the fields' rules give over the events whose bucket is
+//!   still in the window (computed here from the bucket arithmetic);
+//! - a hand-made table of one board with a field of each rule, whose
+//!   buckets leave one by one: sums lose the leaving bucket, max/min fall
+//!   back to the next best bucket, `last` stays exact with out-of-order
+//!   events and becomes missing when its latest event leaves, a member
+//!   with no field left leaves; late events count `late`; a redelivery is
+//!   fenced off; every key carries an expiry;
+//! - `rankflow check` accepts composite windows and says what they keep.
+
+mod common;
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+
+use common::direct::Direct;
+use common::*;
+use rankflow::reader::Query;
+use rankflow::sink::batch::Outcome;
+use serde_json::json;
+
+const MAX: i64 = 1 << 53;
+/// The clock starts at the real time's last whole minute: keys expire in
+/// Redis's real time, so a clock in the past would see its windows' keys
+/// expire as they are written.
+fn t0() -> i64 {
+    let now = rankflow::clock::Clock::now_ms(&rankflow::clock::SystemClock);
+    now.div_euclid(MIN) * MIN
+}
+const SEC: i64 = 1000;
+const MIN: i64 = 60_000;
+const HOUR: i64 = 3_600_000;
+const DAY: i64 = 86_400_000;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Rule {
+    Sum,
+    Max,
+    Min,
+    Last,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FieldDef {
+    rule: Rule,
+    desc: bool,
+}
+
+#[derive(Debug, Clone)]
+struct BoardDef {
+    name: String,
+    fields: Vec<FieldDef>,
+    tie: &'static str,
+}
+
+/// xorshift64*: deterministic, so a failure replays.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The windows every random board keeps: view, length, and the end of the
+/// bucket holding an event, written from SPEC §3 (epoch-aligned minutes;
+/// local days of Asia/Tokyo, UTC+9 without DST).
+struct WindowDef {
+    view: &'static str,
+    length: i64,
+    bucket_end: fn(i64) -> i64,
+}
+
+const WINDOWS: [WindowDef; 2] = [
+    WindowDef {
+        view: "win:10m",
+        length: 10 * MIN,
+        bucket_end: |ts| ts.div_euclid(MIN) * MIN + MIN,
+    },
+    WindowDef {
+        view: "win:3d",
+        length: 3 * DAY,
+        bucket_end: |ts| (ts + 9 * HOUR).div_euclid(DAY) * DAY + DAY - 9 * HOUR,
+    },
+];
+
+impl BoardDef {
+    fn random(g: &mut Gen, name: String) -> BoardDef {
+        let n = 1 + g.below(4) as usize;
+        let fields = (0..n)
+            .map(|_| FieldDef {
+                rule: [Rule::Sum, Rule::Max, Rule::Min, Rule::Last][g.below(4) as usize],
+                desc: g.below(2) == 0,
+            })
+            .collect();
+        let tie = ["none", "earliest", "latest"][g.below(3) as usize];
+        BoardDef { name, fields, tie }
+    }
+
+    /// Sum fields read small values (no overflow), the others values that
+    /// include ±2^53.
+    fn source(&self, i: usize) -> String {
+        match self.fields[i].rule {
+            Rule::Sum => format!("s{i}"),
+            _ => format!("v{i}"),
+        }
+    }
+
+    fn toml(&self) -> String {
+        let fields: Vec<String> = (0..self.fields.len())
+            .map(|i| {
+                let f = self.fields[i];
+                let rule = format!("{:?}", f.rule).to_lowercase();
+                let order = if f.desc { "desc" } else { "asc" };
+                let src = self.source(i);
+                format!(
+                    "  {{ field = \"f{i}\", score = \"{src}\", filter = \"has({src})\", aggregate = \"{rule}\", order = \"{order}\" }},"
+                )
+            })
+            .collect();
+        format!(
+            "[[board]]\nname = \"{}\"\nevent = \"score\"\nmember = \"user_id\"\nwindows = [\"10m/1m\", \"3d/1d\"]\ntimezone = \"Asia/Tokyo\"\ntie_break = \"{}\"\norder_by = [\n{}\n]\n",
+            self.name,
+            self.tie,
+            fields.join("\n")
+        )
+    }
+}
+
+/// The aggregate rules on (value, time), as the spec states them: sum adds
+/// and keeps the latest time; max/min keep the best value and the earliest
+/// time it was reached; last keeps the value of the latest time (the
+/// greater value on equal times).
+fn fold(rule: Rule, acc: Option<(i64, i64)>, v: i64, t: i64) -> (i64, i64) {
+    let Some((a, at)) = acc else { return (v, t) };
+    match rule {
+        Rule::Sum => (a + v, at.max(t)),
+        Rule::Max if v > a || (v == a && t < at) => (v, t),
+        Rule::Min if v < a || (v == a && t < at) => (v, t),
+        Rule::Last if t > at || (t == at && v > a) => (v, t),
+        _ => (a, at),
+    }
+}
+
+type Model = BTreeMap<String, Vec<Option<(i64, i64)>>>;
+
+/// Each member's fields over `events` (those of the window).
+fn model<'a>(def: &BoardDef, events: impl Iterator<Item = &'a serde_json::Value>) -> Model {
+    let mut out: Model = BTreeMap::new();
+    for e in events {
+        let member = e["user_id"].as_str().unwrap_or_default().to_string();
+        let t = e["ts"].as_i64().unwrap_or_default();
+        let values: Vec<Option<i64>> = (0..def.fields.len())
+            .map(|i| e[def.source(i)].as_i64())
+            .collect();
+        if values.iter().all(Option::is_none) {
+            continue;
+        }
+        let state = out
+            .entry(member)
+            .or_insert_with(|| vec![None; def.fields.len()]);
+        for (i, v) in values.into_iter().enumerate() {
+            if let Some(v) = v {
+                state[i] = Some(fold(def.fields[i].rule, state[i], v, t));
+            }
+        }
+    }
+    out
+}
+
+/// Members in rank order with their values: fields (a missing value after
+/// every value), tie time (the latest of the fields' times), member bytes
+/// in the listing direction.
+fn ranked(def: &BoardDef, m: &Model) -> Vec<(String, Vec<Option<i64>>)> {
+    let tie_time = |s: &Vec<Option<(i64, i64)>>| s.iter().flatten().map(|x| x.1).max().unwrap_or(0);
+    let mut rows: Vec<_> = m.iter().collect();
+    rows.sort_by(|(ma, a), (mb, b)| {
+        for (i, f) in def.fields.iter().enumerate() {
+            let c = match (a[i], b[i]) {
+                (None, None) => Ordering::Equal,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(_), None) => Ordering::Less,
+                (Some(x), Some(y)) if f.desc => y.0.cmp(&x.0),
+                (Some(x), Some(y)) => x.0.cmp(&y.0),
+            };
+            if c != Ordering::Equal {
+                return c;
+            }
+        }
+        let t = match def.tie {
+            "earliest" => tie_time(a).cmp(&tie_time(b)),
+            "latest" => tie_time(b).cmp(&tie_time(a)),
+            _ => Ordering::Equal,
+        };
+        t.then_with(|| {
+            if def.fields[0].desc {
+                mb.as_bytes().cmp(ma.as_bytes())
+            } else {
+                ma.as_bytes().cmp(mb.as_bytes())
+            }
+        })
+    });
+    rows.into_iter()
+        .map(|(m, s)| (m.clone(), s.iter().map(|x| x.map(|(v, _)| v)).collect()))
+        .collect()
+}
+
+/// `n` events at clock `now`, out of order: most within the last 15
+/// minutes (some already out of the 10-minute window), a quarter up to four
+/// days back (most out of it, some out of the 3-day window too).
+fn random_events(g: &mut Gen, n: usize, now: i64, next_id: &mut u64) -> Vec<serde_json::Value> {
+    let value = |g: &mut Gen| -> i64 {
+        match g.below(10) {
+            0 => MAX,
+            1 => -MAX,
+            2 => MAX - 1,
+            _ => g.below(5) as i64 - 2,
+        }
+    };
+    (0..n)
+        .map(|_| {
+            *next_id += 1;
+            let back = if g.below(4) == 0 {
+                g.below(4 * DAY as u64) as i64
+            } else {
+                g.below(15 * MIN as u64) as i64
+            };
+            // Whole seconds, so equal times happen.
+            let ts = (now - back).div_euclid(SEC) * SEC;
+            let mut e = json!({
+                "type": "score", "event_id": format!("e{next_id}"), "ts": ts,
+                "user_id": format!("u{}", g.below(10)), "game_id": "g0", "points": 1,
+            });
+            for i in 0..4 {
+                if g.below(2) == 0 {
+                    e[format!("s{i}")] = json!(g.below(7) as i64 - 3);
+                }
+                if g.below(2) == 0 {
+                    e[format!("v{i}")] = json!(value(g));
+                }
+            }
+            e
+        })
+        .collect()
+}
+
+fn query(board: &str, view: &str) -> Query {
+    Query {
+        board: board.to_string(),
+        view: view.to_string(),
+        scope: None,
+        period: None,
+    }
+}
+
+fn field_values(fields: &serde_json::Value, n: usize) -> Vec<Option<i64>> {
+    (0..n).map(|i| fields[format!("f{i}")].as_i64()).collect()
+}
+
+/// A window of `def` as read through the reader (which trims it to the
+/// clock first): members in rank order with their fields, after checking
+/// each member's own rank (found through K:f, without a scan).
+async fn read_window(
+    direct: &Direct,
+    def: &BoardDef,
+    view: &str,
+) -> Vec<(String, Vec<Option<i64>>)> {
+    let reader = direct.reader();
+    let q = query(&def.name, view);
+    let list = reader.top(&q, 0, 1000).await.expect("top");
+    let n = def.fields.len();
+    let rows: Vec<(String, Vec<Option<i64>>)> = list
+        .entries
+        .iter()
+        .map(|e| {
+            let fields = serde_json::to_value(&e.fields).expect("fields serialize");
+            (e.member.clone(), field_values(&fields, n))
+        })
+        .collect();
+    for (rank, (member, want)) in rows.iter().enumerate() {
+        let m = reader.member(&q, member).await.expect("member");
+        let fields = serde_json::to_value(&m.fields).expect("fields");
+        assert_eq!(m.rank, rank as u64 + 1, "{member} in {view} of {def:?}");
+        assert_eq!(&field_values(&fields, n), want, "{member}");
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_composite_windows_hold_what_the_model_of_their_buckets_gives() {
+    let redis = Redis::start();
+    let (mut checks, mut late_events, mut members_seen) = (0, 0, 0);
+    for round in 0..4u64 {
+        let mut g = Gen(0x51ED_270B_A1C3_9F05 ^ (round + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let defs: Vec<BoardDef> = (0..4)
+            .map(|b| BoardDef::random(&mut g, format!("w{b}")))
+            .collect();
+        let text: String = defs.iter().map(BoardDef::toml).collect();
+        let mut direct = Direct::new(&redis.url(), &unique("rfw"), &text, t0()).await;
+        let mut applied: Vec<serde_json::Value> = Vec::new();
+        let mut next_id = 0;
+        for step in 0..10 {
+            // Minutes mostly, now and then most of a day: both windows slide.
+            let advance = match g.below(6) {
+                0 => 20 * HOUR + g.below(6) as i64 * HOUR,
+                _ => g.below(4) as i64 * MIN + g.below(60) as i64 * SEC,
+            };
+            direct.clock.advance(advance);
+            let now = direct.now();
+            // Every third step only moves the clock: the windows must slide
+            // without new events.
+            if step % 3 != 2 {
+                let events = random_events(&mut g, 40, now, &mut next_id);
+                let (outcomes, report) = direct.apply(&events).await;
+                for c in &report.boards {
+                    assert_eq!(c.overflow, 0, "no sum can overflow here");
+                }
+                for (e, outcome) in events.iter().zip(&outcomes) {
+                    let ts = e["ts"].as_i64().unwrap_or_default();
+                    let late = WINDOWS.iter().all(|w| (w.bucket_end)(ts) <= now - w.length);
+                    // Events no field of any board takes are filtered.
+                    let taken = defs
+                        .iter()
+                        .any(|d| (0..d.fields.len()).any(|i| e[d.source(i)].is_i64()));
+                    if late && taken {
+                        assert_eq!(*outcome, Outcome::Late, "{e}");
+                        late_events += 1;
+                    }
+                }
+                applied.extend(events);
+                if step == 4 {
+                    let again = direct.redeliver_last().await;
+                    assert!(again.conflicts > 0, "the fences caught the redelivery");
+                }
+            }
+            for w in &WINDOWS {
+                let cutoff = now - w.length;
+                for def in &defs {
+                    let inside = applied
+                        .iter()
+                        .filter(|e| (w.bucket_end)(e["ts"].as_i64().unwrap_or_default()) > cutoff);
+                    let expected = ranked(def, &model(def, inside));
+                    let got = read_window(&direct, def, w.view).await;
+                    assert_eq!(
+                        got, expected,
+                        "round {round} step {step} {} at {now}: {def:?}",
+                        w.view
+                    );
+                    members_seen += got.len();
+                    checks += 1;
+                }
+            }
+        }
+    }
+    assert!(late_events > 0, "some events arrived late for both windows");
+    println!(
+        "checked {checks} composite windows ({members_seen} member rows) against the model; {late_events} events late on arrival"
+    );
+}
+
+/// One board with a field of each rule in a `3m/1m` window (buckets A, B, C
+/// of minutes 0, 1, 2 after t0), fed by hand; the expected fields are
+/// worked out below from the rules, bucket by bucket.
+const TRIO: &str = r#"
+[[board]]
+name = "trio"
+event = "score"
+member = "user_id"
+windows = ["3m/1m"]
+order_by = [
+  { field = "l", score = "l", filter = "has(l)", aggregate = "last", order = "desc" },
+  { field = "s", score = "s", filter = "has(s)", aggregate = "sum", order = "desc" },
+  { field = "x", score = "x", filter = "has(x)", aggregate = "max", order = "desc" },
+  { field = "n", score = "n", filter = "has(n)", aggregate = "min", order = "asc" },
+]
+"#;
+
+fn ev(t0: i64, id: &str, user: &str, at_s: i64, fields: serde_json::Value) -> serde_json::Value {
+    let mut e = json!({"type": "score", "event_id": id, "ts": t0 + at_s * SEC, "user_id": user, "game_id": "g0", "points": 1});
+    if let (Some(e), Some(f)) = (e.as_object_mut(), fields.as_object()) {
+        e.extend(f.clone());
+    }
+    e
+}
+
+type Row = (&'static str, [Option<i64>; 4]);
+
+async fn trio(direct: &Direct) -> Vec<(String, [Option<i64>; 4])> {
+    let list = direct
+        .reader()
+        .top(&query("trio", "win:3m"), 0, 100)
+        .await
+        .expect("top");
+    list.entries
+        .iter()
+        .map(|e| {
+            let f = serde_json::to_value(&e.fields).expect("fields");
+            (
+                e.member.clone(),
+                [
+                    f["l"].as_i64(),
+                    f["s"].as_i64(),
+                    f["x"].as_i64(),
+                    f["n"].as_i64(),
+                ],
+            )
+        })
+        .collect()
+}
+
+fn rows(want: &[Row]) -> Vec<(String, [Option<i64>; 4])> {
+    want.iter().map(|(m, f)| (m.to_string(), *f)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buckets_leave_one_by_one_and_each_rule_stays_exact() {
+    let redis = Redis::start();
+    let prefix = unique("rfw");
+    let t0 = t0();
+    let mut direct = Direct::new(&redis.url(), &prefix, TRIO, t0 + 150 * SEC).await;
+    // Bucket A = [t0, t0+60s), B = [+60s, +120s), C = [+120s, +180s).
+    let first = [
+        ev(t0, "e1", "u", 10, json!({"l": 5, "s": 2, "x": 10, "n": 5})), // A
+        ev(t0, "e2", "u", 70, json!({"l": 7, "s": 3, "x": 3})),          // B
+        ev(t0, "e3", "u", 130, json!({"x": 7, "n": 2})),                 // C
+        ev(t0, "f1", "v", 100, json!({"l": 4, "n": 6})),                 // B
+    ];
+    direct.apply(&first).await;
+    // Out of order: older events of bucket A arrive after newer ones.
+    let second = [
+        ev(t0, "e4", "u", 30, json!({"l": 9, "s": 4})), // A
+        ev(t0, "f2", "v", 20, json!({"l": 8, "s": 1, "x": 1})), // A
+    ];
+    let (_, report) = direct.apply(&second).await;
+    assert_eq!(report.boards[0].late, 0);
+    // At +150 s all three buckets are in (cutoff +150 s - 3 min = -30 s).
+    // u: last l is e2's (t=70 is its latest), s = 2+3+4, x = max(10,3,7),
+    // n = min(5,2). v: l from f1 (t=100), s = 1, x = 1, n = 6.
+    let all_in: [Row; 2] = [
+        ("u", [Some(7), Some(9), Some(10), Some(2)]),
+        ("v", [Some(4), Some(1), Some(1), Some(6)]),
+    ];
+    assert_eq!(trio(&direct).await, rows(&all_in));
+    // A redelivery of the second batch is fenced off.
+    let again = direct.redeliver_last().await;
+    assert!(again.conflicts > 0);
+    assert_eq!(trio(&direct).await, rows(&all_in), "nothing counted twice");
+
+    // Every key of the window carries an expiry, and composite windows keep
+    // no K:n.
+    let tag = rankflow::board::keys::instance_tag("trio", None);
+    let key = rankflow::board::keys::view_key(&prefix, &tag, "win:3m");
+    let mut conn = redis.conn().await;
+    let all: Vec<String> = redis.keys(&format!("{key}*")).await;
+    let mut names: Vec<String> = all
+        .iter()
+        .map(|k| match &k[key.len()..] {
+            bucket if bucket.starts_with(":b:") => ":b".to_string(),
+            helper => helper.to_string(),
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(
+        names,
+        ["", ":b", ":cut", ":f", ":log", ":ord"].map(String::from)
+    );
+    assert_eq!(
+        all.len(),
+        5 + 3,
+        "K, K:f, K:log, K:ord, K:cut and 3 buckets: {all:?}"
+    );
+    for k in &all {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(k)
+            .query_async(&mut conn)
+            .await
+            .expect("pttl");
+        assert!(ttl > 0, "{k} has no expiry ({ttl})");
+    }
+
+    // +240 s: cutoff +60 s, bucket A leaves. u: l stays e2's 7 (its latest
+    // event is in B), s = 3 (B), x = max(3, 7), n = 2 (C). v: l = 4 (f1),
+    // s and x had only A's f2: missing; n = 6 (B).
+    direct.clock.set(t0 + 240 * SEC);
+    // A late event for A counts late and changes nothing.
+    let (outcomes, report) = direct
+        .apply(&[ev(t0, "e5", "u", 40, json!({"l": 100, "s": 100}))])
+        .await;
+    assert_eq!(outcomes, [Outcome::Late], "late on arrival");
+    assert_eq!(report.boards[0].applied, 0);
+    let a_gone: [Row; 2] = [
+        ("u", [Some(7), Some(3), Some(7), Some(2)]),
+        ("v", [Some(4), None, None, Some(6)]),
+    ];
+    assert_eq!(trio(&direct).await, rows(&a_gone));
+
+    // +300 s: cutoff +120 s, B leaves. u: l's latest event (e2, t=70) left,
+    // and no older one can remain: missing; s had A and B only: missing;
+    // x = n = C's. v had events in A and B only: gone.
+    direct.clock.set(t0 + 300 * SEC);
+    let b_gone: [Row; 1] = [("u", [None, None, Some(7), Some(2)])];
+    assert_eq!(trio(&direct).await, rows(&b_gone));
+
+    // A new event in C's minute for l: it is the latest again.
+    let (outcomes, _) = direct
+        .apply(&[ev(t0, "e6", "u", 125, json!({"l": -3, "x": 8}))])
+        .await;
+    assert_eq!(outcomes, [Outcome::Applied]);
+    let relit: [Row; 1] = [("u", [Some(-3), None, Some(8), Some(2)])];
+    assert_eq!(trio(&direct).await, rows(&relit));
+
+    // +360 s: C leaves too; the board and its helpers are empty.
+    direct.clock.set(t0 + 360 * SEC);
+    assert_eq!(trio(&direct).await, rows(&[]));
+    let left: Vec<String> = redis.keys(&format!("{key}*")).await;
+    let left: Vec<&str> = left.iter().map(|k| &k[key.len()..]).collect();
+    assert_eq!(left, [":cut"], "only the cutoff marker is left");
+    println!("trio: 3 buckets left one by one; last, sum, max and min exact at each step");
+}
+
+fn check(boards: &str) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("c.toml");
+    let text = format!(
+        "[kafka]\nbrokers = \"127.0.0.1:{}\"\ntopics = [\"events\"]\n[redis]\nurl = \"redis://127.0.0.1:{}\"\n[http]\nlisten = \"127.0.0.1:0\"\n{boards}",
+        free_port(),
+        free_port()
+    );
+    std::fs::write(&file, text).expect("write config");
+    let out = Command::new(env!("CARGO_BIN_EXE_rankflow"))
+        .args(["check", "-c"])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .expect("rankflow runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+#[test]
+fn check_accepts_composite_windows_and_says_what_they_keep() {
+    let (code, out) = check(TRIO);
+    assert_eq!(code, Some(0), "{out}");
+    for says in [
+        "s = the total of its events in the window",
+        "x = the greatest of its events in the window",
+        "n = the least of its events in the window",
+        "l = the value of its latest event in the window, exact",
+        "a member with no field left leaves the window",
+        "win:3m",
+    ] {
+        assert!(out.contains(says), "{says}: {out}");
+    }
+    println!("{out}");
+}
