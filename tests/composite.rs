@@ -724,11 +724,6 @@ fn check_prints_field_ranges_and_refuses_bad_definitions_where_they_are() {
         ),
         (
             "periods = [\"day\", \"all\"]",
-            "periods = [\"day\"]\nwindows = [\"1h/1m\"]",
-            "field `windows`: composite boards do not support windows yet",
-        ),
-        (
-            "periods = [\"day\", \"all\"]",
             "periods = [\"day\"]\naggregate = \"max\"",
             "field `aggregate`: is set per field",
         ),
@@ -747,5 +742,5 @@ fn check_prints_field_ranges_and_refuses_bad_definitions_where_they_are() {
             "{to}: {out}"
         );
     }
-    println!("check: ranges printed; 6 bad definitions refused with exit 2 and their location");
+    println!("check: ranges printed; 5 bad definitions refused with exit 2 and their location");
 }
