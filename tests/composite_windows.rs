@@ -12,7 +12,8 @@
 //!   events and becomes missing when its latest event leaves, a member
 //!   with no field left leaves; late events count `late`; a redelivery is
 //!   fenced off; every key carries an expiry;
-//! - `rankflow check` accepts composite windows and says what they keep.
+//! - `rankflow check` accepts composite windows and says what they keep;
+//! - a plain window's one-member bucket gets its expiry (the same rule).
 
 mod common;
 
@@ -570,4 +571,30 @@ fn check_accepts_composite_windows_and_says_what_they_keep() {
         assert!(out.contains(says), "{says}: {out}");
     }
     println!("{out}");
+}
+
+/// Not composite, but the same bucket rule: a plain window's bucket gets
+/// its expiry even when its first member is its only one (the expiry used
+/// to be set before the bucket existed, and was lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_window_bucket_with_one_member_expires() {
+    let redis = Redis::start();
+    let prefix = unique("rfw");
+    let board = "[[board]]\nname = \"solo\"\nevent = \"score\"\nmember = \"user_id\"\nscore = \"points\"\nwindows = [\"3m/1m\"]\n";
+    let t0 = t0();
+    let mut direct = Direct::new(&redis.url(), &prefix, board, t0 + 30 * SEC).await;
+    direct
+        .apply(&[ev(t0, "p1", "u", 10, json!({"points": 4}))])
+        .await;
+    let tag = rankflow::board::keys::instance_tag("solo", None);
+    let key = rankflow::board::keys::view_key(&prefix, &tag, "win:3m");
+    let bucket = format!("{key}:b:{}", t0 + MIN);
+    let mut conn = redis.conn().await;
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&bucket)
+        .query_async(&mut conn)
+        .await
+        .expect("pttl");
+    // Its end + the window + a day, from the real clock (t0 is real).
+    assert!(ttl > 3 * MIN + DAY - MIN, "{bucket}: PTTL {ttl}");
 }

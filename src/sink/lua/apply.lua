@@ -500,9 +500,6 @@ local function apply_window(view, m, dv, dt, bend)
   if out_of_range(summed and bv or nil, dv, nbv) then return 2 end
   if not old then
     redis.call("ZADD", view.log, bend, bend)
-    -- A day past the bucket's own end of life: trimming, not the TTL,
-    -- removes a bucket, and must find it to subtract it.
-    redis.call("PEXPIREAT", bkey, tonumber(bend) + view.len + 86400000)
     if not uses_ord then redis.call("HINCRBY", view.n, m, 1) end
   elseif uses_ord then
     redis.call("ZREM", view.ord, ord_entry(m, bv, bt, bend))
@@ -514,6 +511,12 @@ local function apply_window(view, m, dv, dt, bend)
     redis.call("HSET", bkey, m, num(nbv))
   else
     redis.call("HSET", bkey, m, num(nbv) .. "," .. num(nbt))
+  end
+  if not old then
+    -- A day past the bucket's own end of life: trimming, not the TTL,
+    -- removes a bucket, and must find it to subtract it. Set after the
+    -- HSET: an expiry on a key not yet there is lost.
+    redis.call("PEXPIREAT", bkey, tonumber(bend) + view.len + 86400000)
   end
   if nv ~= nil then set_state(view, m, T, nv, nt) end
   return 1
