@@ -12,6 +12,10 @@
 //!   events and becomes missing when its latest event leaves, a member
 //!   with no field left leaves; late events count `late`; a redelivery is
 //!   fenced off; every key carries an expiry;
+//! - a scoped composite board with both windows on a Redis Cluster through
+//!   tansu, before and after the clock slides with no event;
+//! - an eviction of more entries than one call's budget finishing over
+//!   several calls;
 //! - `rankflow check` accepts composite windows and says what they keep;
 //! - a plain window's one-member bucket gets its expiry (the same rule).
 
@@ -20,9 +24,12 @@ mod common;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
 
 use common::direct::Direct;
 use common::*;
+use rankflow::clock::{ManualClock, SharedClock};
 use rankflow::reader::Query;
 use rankflow::sink::batch::Outcome;
 use serde_json::json;
@@ -597,4 +604,219 @@ async fn a_plain_window_bucket_with_one_member_expires() {
         .expect("pttl");
     // Its end + the window + a day, from the real clock (t0 is real).
     assert!(ttl > 3 * MIN + DAY - MIN, "{bucket}: PTTL {ttl}");
+}
+
+/// What the API lists for a scoped window: (member, fields) in rank order,
+/// or `None` while it does not answer 200.
+async fn api_window(
+    app: &InProcess,
+    board: &str,
+    view: &str,
+    scope: &str,
+    n: usize,
+) -> Option<Vec<(String, Vec<Option<i64>>)>> {
+    let url = app.url(&format!(
+        "/v1/boards/{board}/{view}/top?scope={scope}&limit=100"
+    ));
+    let (status, body) = get_json(&url).await;
+    if status != 200 {
+        return None;
+    }
+    Some(
+        body["entries"]
+            .as_array()?
+            .iter()
+            .map(|e| {
+                (
+                    e["member"].as_str().unwrap_or_default().to_string(),
+                    field_values(&e["fields"], n),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// A scoped composite board with both windows on a 3-primary Redis
+/// Cluster through tansu: every game's instance (its buckets, K:f and K:ord
+/// in its own slot) holds the model of its game's events in the window,
+/// and still does after the clock moved 4 minutes with no new event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoped_composite_windows_hold_the_model_on_a_cluster() {
+    let broker = Broker::start();
+    let cluster = RedisCluster::start();
+    let mut g = Gen(0x0BAD_CAFE_7777_0001);
+    let def = BoardDef {
+        name: "per_game".into(),
+        fields: vec![
+            FieldDef {
+                rule: Rule::Sum,
+                desc: true,
+            },
+            FieldDef {
+                rule: Rule::Max,
+                desc: false,
+            },
+            FieldDef {
+                rule: Rule::Last,
+                desc: true,
+            },
+        ],
+        tie: "earliest",
+    };
+    let text = def
+        .toml()
+        .replace("windows", "scope = \"game_id\"\nwindows");
+    let setup = Setup::new_cluster(&broker, &cluster, &text);
+    broker.create_topic(&setup.topic, 4).await;
+    let start = t0() + 30 * SEC;
+    let mut next_id = 0;
+    let mut events = random_events(&mut g, 400, start, &mut next_id);
+    for (k, e) in events.iter_mut().enumerate() {
+        e["game_id"] = json!(format!("g{}", k % 5));
+    }
+    let messages: Vec<(i32, Vec<u8>)> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| ((i % 4) as i32, e.to_string().into_bytes()))
+        .collect();
+    send_all(&broker.producer(), &setup.topic, &messages).await;
+    let clock = ManualClock::new(start);
+    let shared: SharedClock = Arc::new(clock.clone());
+    let app = InProcess::start(&setup, shared).await;
+    let games: Vec<String> = (0..5).map(|i| format!("g{i}")).collect();
+    let n = def.fields.len();
+    let expected = |now: i64| -> Vec<Vec<(String, Vec<Option<i64>>)>> {
+        let mut out = Vec::new();
+        for w in &WINDOWS {
+            for game in &games {
+                let inside = events.iter().filter(|e| {
+                    e["game_id"] == *game
+                        && (w.bucket_end)(e["ts"].as_i64().unwrap_or_default()) > now - w.length
+                });
+                out.push(ranked(&def, &model(&def, inside)));
+            }
+        }
+        out
+    };
+    let read_all = || async {
+        let mut out = Vec::new();
+        for w in &WINDOWS {
+            for game in &games {
+                out.push(api_window(&app, "per_game", w.view, game, n).await?);
+            }
+        }
+        Some(out)
+    };
+    let want = expected(start);
+    assert!(want.iter().all(|rows| !rows.is_empty()), "{want:?}");
+    wait_steady(
+        Duration::from_secs(90),
+        QUIET,
+        "every game's windows as the model",
+        || async {
+            let got = read_all().await?;
+            (got == want).then_some(())
+        },
+    )
+    .await;
+    // Four minutes on, no new events: the 10-minute windows lost buckets.
+    clock.advance(4 * MIN);
+    let later = expected(start + 4 * MIN);
+    assert_ne!(later, want, "the move must evict something");
+    let got = read_all().await.expect("windows answer");
+    assert_eq!(got, later, "after the clock moved");
+    let mut per_node = Vec::new();
+    for node in &cluster.nodes {
+        per_node.push(
+            node.keys(&format!("{}:{{per_game:*", setup.prefix))
+                .await
+                .len(),
+        );
+    }
+    assert!(
+        per_node.iter().filter(|k| **k > 0).count() >= 2,
+        "keys per node: {per_node:?}"
+    );
+    println!(
+        "cluster: 400 events, 5 games x 2 composite windows as the model, before and after a 4-minute slide (keys per node {per_node:?})"
+    );
+    app.stop().await;
+}
+
+/// More bucket entries than one call may evict (the script's budget is
+/// 20 000 a call): the trim goes on over several calls until the old bucket
+/// is gone, every member of it leaves with its K:f and K:ord entries, and
+/// the member of the newer bucket keeps exactly its own fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eviction_larger_than_one_calls_budget_finishes_over_several_calls() {
+    const CROWD: usize = 25_000;
+    let redis = Redis::start();
+    let prefix = unique("rfw");
+    let board = "[[board]]\nname = \"crowd\"\nevent = \"score\"\nmember = \"user_id\"\nwindows = [\"2m/1m\"]\norder_by = [\n  { field = \"s\", score = \"points\", aggregate = \"sum\", order = \"desc\" },\n  { field = \"x\", score = \"points\", aggregate = \"max\", order = \"desc\" },\n]\n";
+    let t0 = t0();
+    let mut direct = Direct::new(&redis.url(), &prefix, board, t0 + 90 * SEC).await;
+    let mut events: Vec<serde_json::Value> = (0..CROWD)
+        .map(|i| {
+            ev(
+                t0,
+                &format!("c{i}"),
+                &format!("m{i}"),
+                5,
+                json!({"points": 1 + i % 7}),
+            )
+        })
+        .collect();
+    // "keep" is in both buckets: after the first leaves, only its second
+    // event counts (sum 3, max 3), though its first was larger.
+    events.push(ev(t0, "k1", "keep", 20, json!({"points": 50})));
+    events.push(ev(t0, "k2", "keep", 70, json!({"points": 3})));
+    for chunk in events.chunks(5000) {
+        let (_, report) = direct.apply(chunk).await;
+        assert_eq!(report.boards[0].late, 0);
+    }
+    let tag = rankflow::board::keys::instance_tag("crowd", None);
+    let key = rankflow::board::keys::view_key(&prefix, &tag, "win:2m");
+    let base = redis.conn().await;
+    let mut conn = base.clone();
+    let card = |key: String| {
+        let mut conn = base.clone();
+        async move {
+            let n: i64 = redis::cmd("ZCARD")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .expect("zcard");
+            n
+        }
+    };
+    assert_eq!(card(key.clone()).await, CROWD as i64 + 1);
+    assert_eq!(card(format!("{key}:ord")).await, CROWD as i64 + 2);
+    // The window (2 min) has passed the first bucket's end (+1 min): it
+    // leaves; the second (ends +2 min) stays.
+    direct.clock.set(t0 + 3 * MIN + 5 * SEC);
+    let evicted = direct.reader().trim_window(0, &tag).await.expect("trim");
+    assert_eq!(evicted, CROWD as u64 + 1, "every entry of the old bucket");
+    let list = direct
+        .reader()
+        .top(&query("crowd", "win:2m"), 0, 10)
+        .await
+        .expect("top");
+    assert_eq!(list.total, 1);
+    let fields = serde_json::to_value(&list.entries[0].fields).expect("fields");
+    assert_eq!(
+        (list.entries[0].member.as_str(), fields),
+        ("keep", json!({"s": 3, "x": 3}))
+    );
+    let f: i64 = redis::cmd("HLEN")
+        .arg(format!("{key}:f"))
+        .query_async(&mut conn)
+        .await
+        .expect("hlen");
+    assert_eq!(f, 1, "only keep's K:f entry is left");
+    assert_eq!(
+        card(format!("{key}:ord")).await,
+        1,
+        "only keep's K:ord entry"
+    );
+    println!("evicted {evicted} entries of one bucket over several calls");
 }
