@@ -1,5 +1,6 @@
 //! Composite boards (SPEC §8.2) with windows, sliding (`10m/1m`, `3m/1m`)
-//! and rolling (`3d/1d` in a zone with an offset), through the rules, the
+//! and rolling (`3d/1d` in Tokyo, and in New York just after a 23-hour
+//! day), through the rules, the
 //! batch and the Lua script into a real Redis, checked against references
 //! written here from the spec, never from the code under test:
 //! - random composite boards fed random events with out-of-order times
@@ -310,14 +311,68 @@ async fn read_window(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_composite_windows_hold_what_the_model_of_their_buckets_gives() {
     let redis = Redis::start();
+    random_rounds(&redis, &WINDOWS, "Asia/Tokyo", t0(), 4).await;
+}
+
+/// The same just after the start of daylight saving time in New York
+/// (Sunday 2027-03-14, a 23-hour local day), in the future so no key
+/// expires early: rolling `3d/1d` buckets are local days.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_rolling_composite_windows_hold_the_model_across_a_dst_change() {
+    let redis = Redis::start();
+    let windows = [
+        WindowDef {
+            view: "win:10m",
+            length: 10 * MIN,
+            bucket_end: WINDOWS[0].bucket_end,
+        },
+        WindowDef {
+            view: "win:3d",
+            length: 3 * DAY,
+            bucket_end: new_york_day_end,
+        },
+    ];
+    // 2027-03-18 00:05 EDT: the 3-day cutoff sits in the hour after the
+    // 23-hour day's end (00:00 EDT on the 15th) and before 24 hours would
+    // have ended it, so that day has left the window only if buckets are
+    // local days; events reach four days back, into it and before it.
+    let start = 1_805_342_700_000;
+    random_rounds(&redis, &windows, "America/New_York", start, 2).await;
+}
+
+/// The next local midnight in New York after `ts`, from chrono-tz alone.
+fn new_york_day_end(ts: i64) -> i64 {
+    use chrono::TimeZone;
+    let tz = chrono_tz::America::New_York;
+    let date = tz
+        .timestamp_millis_opt(ts)
+        .single()
+        .expect("a valid time")
+        .date_naive();
+    let next = date.succ_opt().expect("a next day");
+    tz.from_local_datetime(&next.and_hms_opt(0, 0, 0).expect("midnight"))
+        .earliest()
+        .expect("midnight exists in New York")
+        .timestamp_millis()
+}
+
+/// `rounds` rounds of 4 random composite boards with `windows` in `zone`,
+/// the clock starting at `start`: 10 steps each, the clock moving minutes
+/// or most of a day, events applied on 2 steps out of 3, and after every
+/// step each window of each board checked against the model of the events
+/// whose bucket is still in it.
+async fn random_rounds(redis: &Redis, windows: &[WindowDef], zone: &str, start: i64, rounds: u64) {
     let (mut checks, mut late_events, mut members_seen) = (0, 0, 0);
-    for round in 0..4u64 {
+    for round in 0..rounds {
         let mut g = Gen(0x51ED_270B_A1C3_9F05 ^ (round + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let defs: Vec<BoardDef> = (0..4)
             .map(|b| BoardDef::random(&mut g, format!("w{b}")))
             .collect();
-        let text: String = defs.iter().map(BoardDef::toml).collect();
-        let mut direct = Direct::new(&redis.url(), &unique("rfw"), &text, t0()).await;
+        let text: String = defs
+            .iter()
+            .map(|d| d.toml().replace("Asia/Tokyo", zone))
+            .collect();
+        let mut direct = Direct::new(&redis.url(), &unique("rfw"), &text, start).await;
         let mut applied: Vec<serde_json::Value> = Vec::new();
         let mut next_id = 0;
         for step in 0..10 {
@@ -338,7 +393,7 @@ async fn random_composite_windows_hold_what_the_model_of_their_buckets_gives() {
                 }
                 for (e, outcome) in events.iter().zip(&outcomes) {
                     let ts = e["ts"].as_i64().unwrap_or_default();
-                    let late = WINDOWS.iter().all(|w| (w.bucket_end)(ts) <= now - w.length);
+                    let late = windows.iter().all(|w| (w.bucket_end)(ts) <= now - w.length);
                     // Events no field of any board takes are filtered.
                     let taken = defs
                         .iter()
@@ -354,7 +409,7 @@ async fn random_composite_windows_hold_what_the_model_of_their_buckets_gives() {
                     assert!(again.conflicts > 0, "the fences caught the redelivery");
                 }
             }
-            for w in &WINDOWS {
+            for w in windows {
                 let cutoff = now - w.length;
                 for def in &defs {
                     let inside = applied
@@ -375,7 +430,7 @@ async fn random_composite_windows_hold_what_the_model_of_their_buckets_gives() {
     }
     assert!(late_events > 0, "some events arrived late for both windows");
     println!(
-        "checked {checks} composite windows ({members_seen} member rows) against the model; {late_events} events late on arrival"
+        "{zone}: checked {checks} composite windows ({members_seen} member rows) against the model; {late_events} events late on arrival"
     );
 }
 
