@@ -518,6 +518,32 @@ mod tests {
     }
 
     #[test]
+    fn the_window_description_names_what_each_rule_keeps() {
+        let mut l = layout(
+            &[Order::Desc, Order::Asc, Order::Desc, Order::Asc],
+            TieBreak::None,
+        );
+        let rules = [
+            Aggregate::Sum,
+            Aggregate::Max,
+            Aggregate::Min,
+            Aggregate::Last,
+        ];
+        for (f, rule) in l.fields.iter_mut().zip(rules) {
+            f.aggregate = rule;
+        }
+        let text = l.window_description();
+        for says in [
+            "f0 = the total of its events in the window",
+            "f1 = the greatest of its events",
+            "f2 = the least of its events",
+            "f3 = the value of its latest event in the window, exact",
+        ] {
+            assert!(text.contains(says), "{says}: {text}");
+        }
+    }
+
+    #[test]
     fn state_text_gives_the_stored_member() {
         let l = layout(&[Order::Desc, Order::Asc], TieBreak::Earliest);
         let state = "5:100;97:250";
