@@ -196,12 +196,15 @@ fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
     if let Some(s) = &b.scope {
         let _ = writeln!(out, "  scope      {}", s.source());
     }
+    // A composite board's aggregate and order are per field (above).
+    let rule = match &b.composite {
+        None => format!("aggregate {:?}, order {:?}, ", b.aggregate, b.order),
+        Some(_) => String::new(),
+    };
     let _ = writeln!(
         out,
-        "  aggregate  {:?}, tie_break {:?}, order {:?}, timezone {}",
-        b.aggregate,
+        "  ranking    {rule}tie_break {:?}, timezone {}",
         b.tie,
-        b.order,
         b.tz.name()
     );
     let _ = writeln!(out, "  range      {}", b.range_description());
