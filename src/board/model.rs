@@ -100,6 +100,9 @@ pub struct Board {
     /// Set for a composite board (`order_by`, SPEC §8.2). Then `score`,
     /// `aggregate` and `order` are those of its first field.
     pub composite: Option<Composite>,
+    /// Board option `dense_ranks` (default true): views keep the
+    /// dense-rank index `K:v` on the write path.
+    pub dense_ranks: bool,
 }
 
 /// One compiled `order_by` field.
@@ -337,6 +340,7 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
             c.layout.tie_key = TieKey::for_board(b.tie_break, order);
             c
         }),
+        dense_ranks: b.dense_ranks,
     })
 }
 

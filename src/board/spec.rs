@@ -48,6 +48,15 @@ pub struct BoardSpec {
     /// (SPEC §8.1): `["week", "month"]`.
     #[serde(default)]
     pub archive: Vec<String>,
+    /// Whether each view keeps a dense-rank index (`K:v`, one entry per
+    /// distinct value) so `rank=dense` reads are O(log n); `false` saves
+    /// its write cost and memory, and dense reads then walk the values.
+    #[serde(default = "default_dense_ranks")]
+    pub dense_ranks: bool,
+}
+
+fn default_dense_ranks() -> bool {
+    true
 }
 
 /// One `order_by` entry as written. Keys other than these are collected in
