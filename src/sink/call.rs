@@ -25,7 +25,10 @@ use super::batch::{FastMap, Instance, PartState};
 use super::expiry::ExpiryCache;
 
 /// The apply script.
-pub const APPLY_LUA: &str = include_str!("lua/apply.lua");
+pub const APPLY_LUA: &str = concat!(
+    include_str!("lua/composite.lua"),
+    include_str!("lua/apply.lua")
+);
 
 /// Updates one call may carry: the script blocks Redis while it runs, so a
 /// call is kept to a few milliseconds.
@@ -218,7 +221,9 @@ fn push_header(args: &mut Vec<String>, board: &Board, fence_expire: &str) {
         Some(c) => args.push(c.layout.script_code()),
         None => args.push(agg_code(board.aggregate).to_string()),
     }
-    args.push(board.tie_key.code().to_string());
+    // "-" after the tie code: the board keeps no dense-rank index (K:v).
+    let dense = if board.dense_ranks { "" } else { "-" };
+    args.push(format!("{}{dense}", board.tie_key.code()));
     args.push(fence_expire.to_string());
 }
 
