@@ -138,6 +138,13 @@ pub fn parse_due_member(member: &str) -> Option<(&str, &str)> {
     Some((tag, view_id))
 }
 
+/// The dense-rank index of a view (`K:v`): a sorted set with one entry per
+/// distinct value (composite boards: per tuple of all fields), in the
+/// board's order, written by the apply script and read by the rank script.
+pub fn dense_key(view_key: &str) -> String {
+    helper(view_key, "v")
+}
+
 /// Helper key beside a view key (`K:t`, `K:log`...).
 pub fn helper(view_key: &str, suffix: &str) -> String {
     format!("{view_key}:{suffix}")

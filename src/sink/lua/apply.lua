@@ -52,29 +52,11 @@
 local now = tonumber(ARGV[1])
 -- Rules of the instance being applied; set per instance below and read by
 -- the helper functions.
-local agg, tie, needs_t, uses_ord
--- Composite instances: per field {rule = "sum"|..., comp = bool}, and the
--- listing direction ("d" or "a"); nil for other boards.
-local cfields, cdir
+-- (tie, cfields and cdir are the prelude's, src/sink/lua/composite.lua.)
+local agg, needs_t, uses_ord
 
-local MAX_EXACT = 9007199254740992  -- 2^53: larger magnitudes are not exact in a double
-local MAXT = 281474976710655        -- 2^48 - 1: tie keys are 12 hex digits
 local EVICT_BUDGET = 20000          -- bucket entries evicted per call, so one call stays short
 local CLOSED = -2                   -- the reply's cutoff of a closed period view
-
-local function num(s)
-  return string.format("%.17g", s)
-end
-
--- Members of tie-break boards carry a 12-hex-digit tie key in front, so that
--- Redis's lexicographic order among equal scores is the tie-break order while
--- the score stays the exact value.
-local function enc(m, t)
-  if tie == "n" then return m end
-  local k = t
-  if tie == "d" then k = MAXT - t end
-  return string.format("%012x", k) .. m
-end
 
 -- Current aggregate (V, T) of a member in a view, or nil.
 local function get_state(view, m)
@@ -89,12 +71,31 @@ local function get_state(view, m)
   return tonumber(v), t
 end
 
-local function set_state(view, m, oldt, v, t)
+-- Keeps the dense-rank index (K:v, see the prelude) of a plain, tie-break
+-- or min/max view after a member's value went from oldv to newv (nil:
+-- absent; false too, as Redis replies say it), when the view keeps a
+-- complete index (view.v). The old value's entry goes when no member holds
+-- it any more: one O(log n) look for the first member with that score.
+local function dense_moved(view, oldv, newv)
+  local vk = view.v
+  if not vk or oldv == newv then return end
+  if newv then redis.call("ZADD", vk, num(newv), vtext(newv)) end
+  if oldv then
+    local s = num(oldv)
+    if #redis.call("ZRANGE", view.key, s, s, "BYSCORE", "LIMIT", 0, 1) == 0 then
+      redis.call("ZREM", vk, vtext(oldv))
+    end
+  end
+end
+
+-- oldv: the member's value before (nil when it had none), for the index.
+local function set_state(view, m, oldt, v, t, oldv)
   if tie ~= "n" and oldt ~= nil and oldt ~= t then
     redis.call("ZREM", view.key, enc(m, oldt))
   end
   redis.call("ZADD", view.key, num(v), enc(m, t))
   if needs_t then redis.call("HSET", view.t, m, num(t)) end
+  dense_moved(view, oldv, v)
 end
 
 local function remove_state(view, m)
@@ -102,6 +103,7 @@ local function remove_state(view, m)
   if v == nil then return end
   redis.call("ZREM", view.key, enc(m, t))
   if needs_t then redis.call("HDEL", view.t, m) end
+  dense_moved(view, v, nil)
 end
 
 -- The aggregate rules; Rust pre-aggregates a batch with the same ones
@@ -130,83 +132,47 @@ local function combine(V, T, v, t)
   return combine_rule(agg, V, T, v, t)
 end
 
--- Composite boards (src/board/composite.rs has the same encoding): the
--- score is the first field (an infinity listing last when it has no
--- value); the member is prefixed by a 15-hex-digit code per further field
--- (sign digit 1 or 2, then 14 digits of 2^53+v or of v: no double above
--- 2^53 is ever needed), complemented where the field's order differs from
--- the listing direction, "missing" being the code listed last; then the
--- tie key (time of the latest field change) as for other boards.
-local COMPL = { ["0"] = "f", ["1"] = "e", ["2"] = "d", ["3"] = "c", ["4"] = "b", ["5"] = "a",
-  ["6"] = "9", ["7"] = "8", ["8"] = "7", ["9"] = "6", a = "5", b = "4", c = "3", d = "2",
-  e = "1", f = "0" }
-
-local function ccode(i, f)
-  if not f then
-    if cdir == "d" then return "000000000000000" end
-    return "fffffffffffffff"
-  end
-  local v = f[1]
-  local s
-  if v < 0 then
-    s = "1" .. string.format("%014x", MAX_EXACT + v)
-  else
-    s = "2" .. string.format("%014x", v)
-  end
-  if cfields[i].comp then s = (string.gsub(s, "%x", COMPL)) end
-  return s
-end
-
-local function cenc(m, st)
-  local parts = {}
-  local t = 0
-  for i = 1, #cfields do
-    if i > 1 then parts[#parts + 1] = ccode(i, st[i]) end
-    if st[i] and st[i][2] > t then t = st[i][2] end
-  end
-  parts[#parts + 1] = enc(m, t)
-  return table.concat(parts)
-end
-
-local function cscore(st)
-  if st[1] then return num(st[1][1]) end
-  if cdir == "d" then return "-inf" end
-  return "+inf"
-end
-
--- K:f text: per field "value:time" or "", joined by ";".
-local function cparse(s)
-  local st = {}
-  local i = 1
-  for part in string.gmatch(s .. ";", "([^;]*);") do
-    if part ~= "" then
-      local c = string.find(part, ":", 1, true)
-      st[i] = { tonumber(string.sub(part, 1, c - 1)), tonumber(string.sub(part, c + 1)) }
-    else
-      st[i] = false
+-- Whether a member other than `stored` (score x) holds its tuple (all
+-- fields equal). Holders of a tuple are contiguous in the board, so one is
+-- next to `stored` if any is: two O(log n) commands, and no count to keep.
+local function ctuple_shared(view, stored, x)
+  local r = redis.call("ZRANK", view.key, stored)
+  if not r then return false end
+  local lo = r - 1
+  if lo < 0 then lo = 0 end
+  local near = redis.call("ZRANGE", view.key, lo, r + 1, "WITHSCORES")
+  local n = ccodes_len()
+  local codes = string.sub(stored, 1, n)
+  for j = 1, #near, 2 do
+    if near[j] ~= stored and string.sub(near[j], 1, n) == codes and rnum(near[j + 1]) == x then
+      return true
     end
-    i = i + 1
   end
-  return st
-end
-
-local function cser(st)
-  local parts = {}
-  for i = 1, #cfields do
-    if st[i] then parts[i] = num(st[i][1]) .. ":" .. num(st[i][2]) else parts[i] = "" end
-  end
-  return table.concat(parts, ";")
+  return false
 end
 
 -- Every write of a composite member goes through here: its old state st
 -- (nil when it had none) is replaced by nst (nil removes the member).
+-- With a complete dense index (view.v), the tuple's entry is kept too.
 local function cwrite(view, m, st, nst)
-  if st then redis.call("ZREM", view.key, cenc(m, st)) end
+  local old = st and cenc(m, st)
+  local oe, ne, kept
+  if view.v then
+    oe = st and ventry(old, cscore_num(st))
+    ne = nst and ventry(cenc(m, nst), cscore_num(nst))
+    -- Looked at before the member moves, while it marks the tuple's place.
+    if oe and oe ~= ne then kept = ctuple_shared(view, old, cscore_num(st)) end
+  end
+  if st then redis.call("ZREM", view.key, old) end
   if nst then
     redis.call("ZADD", view.key, cscore(nst), cenc(m, nst))
     redis.call("HSET", view.f, m, cser(nst))
   else
     redis.call("HDEL", view.f, m)
+  end
+  if view.v then
+    if ne and ne ~= oe then redis.call("ZADD", view.v, cscore(nst), ne) end
+    if oe and oe ~= ne and not kept then redis.call("ZREM", view.v, oe) end
   end
 end
 
@@ -311,8 +277,8 @@ local function evict_entry(view, m, vt, bend)
       local e = best[1]
       local b = string.sub(e, #p + 21)
       local nv, nt = split_vt(redis.call("HGET", view.key .. ":b:" .. b, m))
-      local _, oldt = get_state(view, m)
-      set_state(view, m, oldt, nv, nt)
+      local oldv, oldt = get_state(view, m)
+      set_state(view, m, oldt, nv, nt, oldv)
     end
     return
   end
@@ -322,7 +288,7 @@ local function evict_entry(view, m, vt, bend)
     remove_state(view, m)
   elseif agg == "sum" then
     local V, T = get_state(view, m)
-    if V ~= nil then set_state(view, m, T, V - bv, T) end
+    if V ~= nil then set_state(view, m, T, V - bv, T, V) end
   end
   -- last: the member's latest bucket is still there, so its value stands.
 end
@@ -469,17 +435,19 @@ end
 local function apply_period(view, m, dv, dt)
   if agg == "sum" and tie == "n" then
     -- Near the exact limit: check each total before writing it.
-    local cur = tonumber(redis.call("ZSCORE", view.key, m) or "0")
-    local nv = cur + dv
-    if out_of_range(cur, dv, nv) then return 2 end
+    local raw = redis.call("ZSCORE", view.key, m)
+    local cur = raw and tonumber(raw)
+    local nv = (cur or 0) + dv
+    if out_of_range(cur or 0, dv, nv) then return 2 end
     redis.call("ZADD", view.key, num(nv), m)
+    dense_moved(view, cur, nv)
     return 1
   end
   local V, T = get_state(view, m)
   local nv, nt = combine(V, T, dv, dt)
   if nv == nil then return 0 end
   if out_of_range(agg == "sum" and V or nil, dv, nv) then return 2 end
-  set_state(view, m, T, nv, nt)
+  set_state(view, m, T, nv, nt, V)
   return 1
 end
 
@@ -518,7 +486,7 @@ local function apply_window(view, m, dv, dt, bend)
     -- HSET: an expiry on a key not yet there is lost.
     redis.call("PEXPIREAT", bkey, tonumber(bend) + view.len + 86400000)
   end
-  if nv ~= nil then set_state(view, m, T, nv, nt) end
+  if nv ~= nil then set_state(view, m, T, nv, nt, V) end
   return 1
 end
 
@@ -589,6 +557,34 @@ local function apply_cwindow(view, m, base, bend)
   return 1
 end
 
+-- Decides, once per view and call, whether this call keeps the view's
+-- dense-rank index: only when it is complete (it exists, or the view has
+-- no members yet), so an instance that had members before the index was
+-- kept never gets a partial one (reads then walk). A board that keeps no
+-- index drops any it kept before, which would go stale.
+local function dense_open(view, keep)
+  local vk = view.key .. ":v"
+  if not keep then
+    redis.call("UNLINK", vk)
+    return
+  end
+  if redis.call("EXISTS", vk) == 1 then
+    view.v = vk
+  elseif redis.call("EXISTS", view.key) == 0 then
+    view.v = vk
+    view.vnew = true
+  end
+end
+
+-- An index this call started takes the view's expiry, whatever the call
+-- was told (expire_at 0 leaves an existing key's expiry alone, and an
+-- archived period has none until the archiver gives it one).
+local function dense_close(view)
+  if not view.vnew then return end
+  local at = redis.call("PEXPIRETIME", view.key)
+  if at > 0 then redis.call("PEXPIREAT", view.v, at) end
+end
+
 -- Fences and expiry of an instance.
 local function finish(inst)
   if inst.ngroups == 0 then return end
@@ -606,6 +602,7 @@ local function finish(inst)
         redis.call("PEXPIREAT", view.key, view.exp)
         if needs_t then redis.call("PEXPIREAT", view.t, view.exp) end
         if view.f then redis.call("PEXPIREAT", view.f, view.exp) end
+        if view.v then redis.call("PEXPIREAT", view.v, view.exp) end
       else
         expire_at(view.key, view.exp)
         if needs_t then expire_at(view.t, view.exp) end
@@ -614,6 +611,7 @@ local function finish(inst)
         if view.n then expire_at(view.n, view.exp) end
         expire_at(view.cut, view.exp)
         if uses_ord then expire_at(view.ord, view.exp) end
+        if view.v then expire_at(view.v, view.exp) end
       end
     end
   end
@@ -633,7 +631,9 @@ local conflicts = {}
 local a = 3
 local k = 1
 for i = 1, tonumber(ARGV[2]) do
-  local inst = { agg = ARGV[a], tie = ARGV[a + 1], fence_expire = tonumber(ARGV[a + 2]), fence = KEYS[k] }
+  local inst = { agg = ARGV[a], tie = string.sub(ARGV[a + 1], 1, 1), fence_expire = tonumber(ARGV[a + 2]), fence = KEYS[k] }
+  -- A tie code followed by "-": the board keeps no dense-rank index.
+  inst.dense = string.sub(ARGV[a + 1], 2, 2) ~= "-"
   inst.needs_t = (inst.tie ~= "n") or (inst.agg == "last")
   inst.uses_ord = (inst.agg == "max") or (inst.agg == "min")
   local plain = (inst.agg == "sum") and (inst.tie == "n")
@@ -776,6 +776,7 @@ for i = 1, #instances do
   local views = inst.views
   for v = 1, #views do
     local view = views[v]
+    dense_open(view, inst.dense)
     if view.kind == "w" then
       trim(view)
     elseif view.bound then
@@ -797,7 +798,14 @@ for i = 1, #instances do
       -- The hot path: a plain sum far from the exact limit.
       for u = 0, count - 1 do
         local base = a + u * width
-        redis.call("ZINCRBY", view.key, ARGV[base + 1], ARGV[base])
+        if view.v then
+          -- The index needs the value left behind: one O(1) read more.
+          local old = redis.call("ZSCORE", view.key, ARGV[base])
+          local new = redis.call("ZINCRBY", view.key, ARGV[base + 1], ARGV[base])
+          dense_moved(view, old and tonumber(old), tonumber(new))
+        else
+          redis.call("ZINCRBY", view.key, ARGV[base + 1], ARGV[base])
+        end
       end
       applied = applied + count
     else
@@ -823,6 +831,7 @@ for i = 1, #instances do
     end
     a = a + count * width
   end
+  for v = 1, #views do dense_close(views[v]) end
   finish(inst)
   reply[#reply + 1] = applied
   reply[#reply + 1] = evicted
