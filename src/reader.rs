@@ -433,9 +433,6 @@ impl Reader {
         check_bound("limit", limit, MAX_LIMIT).map_err(ReadError::BadRequest)?;
         check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
         let at = self.locate(q)?;
-        if style != RankStyle::Ordinal {
-            composite_unsupported(&at, "rank", "rank styles")?;
-        }
         self.prepare(&at).await?;
         // Widened before adding: the bounds above keep the sum far below
         // i64::MAX, the largest index ZRANGE takes, on any platform.
@@ -511,7 +508,6 @@ impl Reader {
             .cloned()
             .collect();
         let at = self.locate(q)?;
-        composite_unsupported(&at, "ids", "lists of members")?;
         self.prepare(&at).await?;
         let live = self.live_members(&at, &unique, style).await?;
         let (total, entries, source) = match &at.past {
@@ -558,9 +554,6 @@ impl Reader {
         style: RankStyle,
     ) -> Result<MemberEntry, ReadError> {
         let at = self.locate(q)?;
-        if style != RankStyle::Ordinal {
-            composite_unsupported(&at, "rank", "rank styles")?;
-        }
         self.prepare(&at).await?;
         let not_found = || ReadError::MemberNotFound {
             member: member.to_string(),
@@ -615,9 +608,6 @@ impl Reader {
         check_bound("radius", radius, MAX_RADIUS).map_err(ReadError::BadRequest)?;
         let radius = radius as u64;
         let at = self.locate(q)?;
-        if style != RankStyle::Ordinal {
-            composite_unsupported(&at, "rank", "rank styles")?;
-        }
         self.prepare(&at).await?;
         let not_found = || ReadError::MemberNotFound {
             member: member.to_string(),
@@ -766,23 +756,6 @@ fn reply<T: redis::FromRedisValue>(replies: &[Value], i: usize) -> Result<T, Sto
         return Err(e);
     }
     redis::from_redis_value(value).map_err(|e| StoreError::Protocol(e.to_string()))
-}
-
-/// Rank styles other than ordinal and lists of members do not know the
-/// composite encoding yet (tied = all fields equal; members stored behind
-/// their field codes): refused with a 400 naming the parameter rather than
-/// answered wrong.
-fn composite_unsupported(at: &Located<'_>, param: &str, what: &str) -> Result<(), ReadError> {
-    match &at.board.composite {
-        Some(_) => Err(ReadError::bad(
-            param,
-            format!(
-                "{what} on composite board {} are not supported yet; use rank=ordinal on top, members/{{member}} and around/{{member}}",
-                at.board.name
-            ),
-        )),
-        None => Ok(()),
-    }
 }
 
 #[cfg(test)]

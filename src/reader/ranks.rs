@@ -25,7 +25,12 @@ use serde::Serialize;
 use crate::sink::store::{Store, StoreError};
 
 /// The read script.
-pub const RANKS_LUA: &str = include_str!("ranks.lua");
+/// The read script, behind the prelude it shares with the apply script
+/// (how members are stored, the dense-rank index entries).
+pub const RANKS_LUA: &str = concat!(
+    include_str!("../sink/lua/composite.lua"),
+    include_str!("ranks.lua")
+);
 
 /// Most dense steps one script call takes: a step costs about 7 µs of
 /// Redis (measured on a million-member board), so a call blocks Redis for

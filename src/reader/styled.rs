@@ -3,7 +3,8 @@
 //! members (a friends board), each one call of the read script
 //! (`ranks.lua`), so a page and the counts its ranks come from are one
 //! atomic look at the view, in one round trip. The numbering itself is
-//! [`Styler`]'s.
+//! [`Styler`]'s; "equal values" are equal scores, or on a composite board
+//! equal tuples of all fields (same score, same field codes).
 
 use std::collections::HashMap;
 
@@ -12,6 +13,7 @@ use redis::Value;
 use super::ranks::{self, DENSE_BUDGET, RankStyle, Styler};
 use super::{Entry, Located, ReadError, Reader};
 use crate::board::Order;
+use crate::board::composite;
 use crate::board::keys;
 use crate::sink::store::StoreError;
 
@@ -21,8 +23,9 @@ struct Counted {
     total: u64,
     /// The mode's rows, flat.
     rows: Vec<Value>,
-    /// For each distinct score asked about (as Redis prints it), the count
-    /// of better members (competition) or distinct better scores (dense).
+    /// For each distinct value asked about (a score as Redis prints it, or
+    /// a composite tuple's index entry), the count of better members
+    /// (competition) or distinct better values (dense).
     counts: HashMap<String, u64>,
 }
 
@@ -58,23 +61,39 @@ impl Reader {
         style: RankStyle,
         extra: Vec<String>,
     ) -> Result<Counted, ReadError> {
-        let helper = keys::helper(&at.key, "t");
-        let keys: Vec<&str> = match mode {
-            "members" => vec![&at.key, &helper],
-            _ => vec![&at.key],
-        };
+        let board = at.board;
+        let helper = keys::helper(&at.key, composite::helper_of(board).unwrap_or("t"));
+        let dense = keys::dense_key(&at.key);
+        let keys: Vec<&str> = vec![&at.key, &helper, &dense];
+        let code = board
+            .composite
+            .as_ref()
+            .map(|c| c.layout.script_code())
+            .unwrap_or_default();
         let head = |mode: &str| {
             vec![
                 mode.to_string(),
-                order_name(at.board.order).to_string(),
+                order_name(board.order).to_string(),
                 style.name().to_string(),
                 DENSE_BUDGET.to_string(),
+                board.tie_key.code().to_string(),
+                code.clone(),
+                if board.dense_ranks { "1" } else { "0" }.to_string(),
             ]
         };
         let mut args = head(mode);
         args.extend(extra);
         let reply = ranks::eval(&self.store, &keys, &args).await?;
         let (total, rows, targets, mut counts, mut resume): Reply = convert(reply)?;
+        if resume.len() == 1 {
+            return Err(ReadError::bad(
+                "rank",
+                format!(
+                    "rank=dense on composite board {} needs the view's dense-rank index, which this period does not have (board option dense_ranks = false, or the period began before the index was kept); use rank=competition or rank=ordinal",
+                    board.name
+                ),
+            ));
+        }
         while let [count, bound] = resume.as_slice() {
             let done = counts.len().min(targets.len());
             tracing::debug!(
@@ -87,7 +106,7 @@ impl Reader {
             args.push(convert::<u64>(count.clone())?.to_string());
             args.push(convert::<String>(bound.clone())?);
             args.extend(targets[done..].iter().cloned());
-            let reply = ranks::eval(&self.store, &keys[..1], &args).await?;
+            let reply = ranks::eval(&self.store, &keys, &args).await?;
             let (_, _, _, more, next): Reply = convert(reply)?;
             counts.extend(more);
             resume = next;
@@ -111,12 +130,12 @@ impl Reader {
         let extra = vec![start.to_string(), stop.to_string()];
         let counted = self.counted(at, "range", style, extra).await?;
         let raw: Vec<(Vec<u8>, f64)> = convert(Value::Array(counted.rows))?;
-        let first = raw.first().map(|(_, s)| *s);
+        let groups = value_groups(at, &raw);
         let mut entries = self.entries(at, start, raw);
-        // The script counted the page's first score (its only target).
+        // The script counted the page's first value (its only target).
         let better = counted.counts.values().next().copied().unwrap_or(0);
-        debug_assert!(first.is_none() || counted.counts.len() <= 1);
-        let ranked: Vec<(u64, f64)> = entries.iter().map(|e| (e.rank, e.score)).collect();
+        debug_assert!(counted.counts.len() <= 1);
+        let ranked: Vec<(u64, u64)> = entries.iter().map(|e| e.rank).zip(groups).collect();
         for (e, rank) in entries
             .iter_mut()
             .zip(Styler::new(style, better).page(&ranked))
@@ -134,17 +153,17 @@ impl Reader {
         ids: &[String],
         style: RankStyle,
     ) -> Result<LiveMembers, ReadError> {
-        let mut extra = vec![at.board.tie_key.code().to_string()];
-        extra.extend(ids.iter().cloned());
-        let counted = self.counted(at, "members", style, extra).await?;
-        let mut found = Vec::with_capacity(counted.rows.len() / 3);
-        for row in counted.rows.chunks(3) {
-            let [index, rank, score] = row else {
-                return Err(StoreError::Protocol("a members row is not a triple".into()).into());
+        let counted = self.counted(at, "members", style, ids.to_vec()).await?;
+        let mut found = Vec::with_capacity(counted.rows.len() / 5);
+        for row in counted.rows.chunks(5) {
+            let [index, rank, score, target, stored] = row else {
+                return Err(StoreError::Protocol("a members row is not 5 values".into()).into());
             };
             let index: usize = convert(index.clone())?;
             let rank: u64 = convert(rank.clone())?;
             let score: String = convert(score.clone())?;
+            let target: String = convert(target.clone())?;
+            let stored: Vec<u8> = convert(stored.clone())?;
             let Some(member) = index.checked_sub(1).and_then(|i| ids.get(i)) else {
                 return Err(StoreError::Protocol(format!("no id at index {index}")).into());
             };
@@ -153,15 +172,17 @@ impl Reader {
                 .map_err(|_| StoreError::Protocol(format!("score {score:?} is not a number")))?;
             let shown = match style {
                 RankStyle::Ordinal => rank + 1,
-                _ => counted.counts.get(&score).copied().unwrap_or(0) + 1,
+                _ => counted.counts.get(&target).copied().unwrap_or(0) + 1,
             };
+            let (_, fields) =
+                composite::read_entry(at.board, &String::from_utf8_lossy(&stored), value);
             found.push((
                 rank,
                 Entry {
                     rank: shown,
                     member: member.clone(),
                     score: value,
-                    fields: None,
+                    fields,
                 },
             ));
         }
@@ -173,4 +194,32 @@ impl Reader {
             entries: found.into_iter().map(|(_, e)| e).collect(),
         })
     }
+}
+
+/// For a page's rows (stored member, score) in rank order, a number per row
+/// that changes exactly where the value changes: the score, and on a
+/// composite board the field codes in front of the member too (its tie
+/// group), so that tied means all fields equal.
+fn value_groups(at: &Located<'_>, raw: &[(Vec<u8>, f64)]) -> Vec<u64> {
+    let codes = |stored: &[u8]| -> Vec<u8> {
+        match &at.board.composite {
+            Some(c) => stored
+                .get(..c.layout.codes_len())
+                .unwrap_or(stored)
+                .to_vec(),
+            None => Vec::new(),
+        }
+    };
+    let mut out = Vec::with_capacity(raw.len());
+    let mut prev: Option<(f64, Vec<u8>)> = None;
+    let mut group = 0u64;
+    for (stored, score) in raw {
+        let key = (*score, codes(stored));
+        if prev.as_ref().is_some_and(|p| *p != key) {
+            group += 1;
+        }
+        prev = Some(key);
+        out.push(group);
+    }
+    out
 }
