@@ -22,6 +22,7 @@ use common::direct::Direct;
 use common::*;
 use rankflow::clock::{ManualClock, SharedClock};
 use rankflow::reader::Query;
+use rankflow::reader::ranks::RankStyle;
 use serde_json::json;
 
 const MAX: i64 = 1 << 53;
@@ -231,6 +232,116 @@ fn query(board: &str) -> Query {
     }
 }
 
+/// Reference ranks in rank order, per style [ordinal, competition, dense],
+/// from the model's order alone: tied = all fields equal (SPEC §8.4).
+fn styled_ranks(expected: &[(String, Vec<Option<i64>>)]) -> Vec<[u64; 3]> {
+    let (mut comp, mut dense) = (0, 0);
+    let mut out = Vec::with_capacity(expected.len());
+    for (i, (_, fields)) in expected.iter().enumerate() {
+        if i == 0 || expected[i - 1].1 != *fields {
+            comp = i as u64 + 1;
+            dense += 1;
+        }
+        out.push([i as u64 + 1, comp, dense]);
+    }
+    out
+}
+
+const STYLES: [RankStyle; 3] = [RankStyle::Ordinal, RankStyle::Competition, RankStyle::Dense];
+
+/// Every rank style through the read API (pages of random sizes, so ties
+/// straddle page boundaries; `around`; one member; a member list with an
+/// unknown and a duplicate id) against [`styled_ranks`], and the dense
+/// index holding exactly one entry per distinct tuple.
+async fn check_styles(
+    g: &mut Gen,
+    redis: &Redis,
+    reader: &rankflow::reader::Reader,
+    def: &BoardDef,
+    expected: &[(String, Vec<Option<i64>>)],
+    index_key: &str,
+) {
+    let want = styled_ranks(expected);
+    let q = query(&def.name);
+    let ranks_of = |l: &[rankflow::reader::Entry]| -> Vec<(String, u64)> {
+        l.iter().map(|e| (e.member.clone(), e.rank)).collect()
+    };
+    let reference = |from: usize, to: usize, s: usize| -> Vec<(String, u64)> {
+        (from..to.min(expected.len()))
+            .map(|i| (expected[i].0.clone(), want[i][s]))
+            .collect()
+    };
+    for (s, style) in STYLES.into_iter().enumerate() {
+        let mut offset = 0;
+        while offset < expected.len() {
+            let limit = 1 + g.below(4) as usize;
+            let page = reader
+                .top_ranked(&q, offset, limit, style)
+                .await
+                .expect("top");
+            assert_eq!(
+                ranks_of(&page.entries),
+                reference(offset, offset + limit, s),
+                "{style:?} page at {offset}+{limit} of {def:?}"
+            );
+            offset += limit;
+        }
+        for (i, (member, fields)) in expected.iter().enumerate() {
+            let m = reader
+                .member_ranked(&q, member, style)
+                .await
+                .expect("member");
+            assert_eq!(m.rank, want[i][s], "{style:?} rank of {member} in {def:?}");
+            let got = serde_json::to_value(&m.fields).expect("fields");
+            assert_eq!(&field_values(&got, def.fields.len()), fields);
+            let radius = 1 + g.below(3) as usize;
+            let around = reader
+                .around_ranked(&q, member, radius, style)
+                .await
+                .expect("around");
+            let from = i.saturating_sub(radius);
+            assert_eq!(
+                ranks_of(&around.entries),
+                reference(from, i + radius + 1, s),
+                "{style:?} around {member} in {def:?}"
+            );
+        }
+        // A friends list: some members, one twice, one unknown.
+        let mut ids: Vec<String> = expected
+            .iter()
+            .filter(|_| g.below(2) == 0)
+            .map(|(m, _)| m.clone())
+            .collect();
+        if let Some(first) = ids.first().cloned() {
+            ids.push(first);
+        }
+        ids.insert(0, "nobody".to_string());
+        let list = reader.members(&q, &ids, style).await.expect("members");
+        let listed: Vec<(String, u64)> = expected
+            .iter()
+            .enumerate()
+            .filter(|(_, (m, _))| ids.contains(m))
+            .map(|(i, (m, _))| (m.clone(), want[i][s]))
+            .collect();
+        assert_eq!(ranks_of(&list.entries), listed, "{style:?} list in {def:?}");
+        assert_eq!(list.missing, ["nobody"], "{def:?}");
+        for e in &list.entries {
+            let got = serde_json::to_value(&e.fields).expect("fields");
+            let i = expected
+                .iter()
+                .position(|(m, _)| *m == e.member)
+                .expect("listed");
+            assert_eq!(field_values(&got, def.fields.len()), expected[i].1);
+        }
+    }
+    let distinct = want.last().map_or(0, |r| r[2]);
+    let held = redis.zset(index_key).await.len() as u64;
+    assert_eq!(
+        held, distinct,
+        "{index_key}: one entry per distinct tuple of {def:?}"
+    );
+}
+
 /// What the reader gives for a field map: values in field order.
 fn field_values(fields: &serde_json::Value, n: usize) -> Vec<Option<i64>> {
     (0..n).map(|i| fields[format!("f{i}")].as_i64()).collect()
@@ -247,13 +358,23 @@ async fn random_composite_boards_in_redis_rank_as_the_reference_model() {
             .map(|b| BoardDef::random(&mut g, format!("c{b}")))
             .collect();
         let text: String = defs.iter().map(BoardDef::toml).collect();
-        let mut direct = Direct::new(&redis.url(), &unique("rf"), &text, T0 + 60_000).await;
+        let prefix = unique("rf");
+        let mut direct = Direct::new(&redis.url(), &prefix, &text, T0 + 60_000).await;
         let events = random_events(&mut g, 120, 12, 1);
-        // Three batches: pre-aggregation in Rust, then combining in Lua.
-        for chunk in events.chunks(40) {
+        // Three batches: pre-aggregation in Rust, then combining in Lua;
+        // rank styles and the dense index are checked after each, so that
+        // tuples left behind by every member must leave the index.
+        for (b, chunk) in events.chunks(40).enumerate() {
             let (_, report) = direct.apply(chunk).await;
             for (i, c) in report.boards.iter().enumerate() {
                 assert_eq!(c.overflow, 0, "board {i}: no sum can overflow here");
+            }
+            let reader = direct.reader();
+            let so_far = &events[..(b + 1) * 40];
+            for def in &defs {
+                let expected = ranked(def, &model(def, so_far));
+                let index = format!("{prefix}:{{{}}}:all:v", def.name);
+                check_styles(&mut g, &redis, &reader, def, &expected, &index).await;
             }
         }
         // A redelivery of the last batch is fenced off: nothing counts twice
@@ -407,8 +528,8 @@ async fn scoped_composite_boards_rank_as_the_model_on_a_cluster() {
     );
     assert_eq!(
         per_node.iter().sum::<usize>(),
-        18,
-        "K, K:f and the fence hash of 6 instances"
+        24,
+        "K, K:f, the dense index K:v and the fence hash of 6 instances"
     );
     println!(
         "cluster: 600 events, 6 scoped composite instances in {} slots (keys per node {per_node:?}), each as the model",
@@ -627,20 +748,31 @@ async fn the_stage_clear_board_ranks_end_to_end_through_kafka() {
         .filter_map(|e| e["member"].as_str())
         .collect();
     assert_eq!(near, ["ann", "dee", "fay"]);
-    // Not built for composite boards yet: refused naming the parameter,
-    // never answered with ranks of the wrong kind.
-    for (path, param) in [
-        ("top?rank=dense", "rank"),
-        ("members/eve?rank=competition", "rank"),
-        ("members?ids=eve,dee", "ids"),
-    ] {
-        let (status, body) =
-            get_json(&app.url(&format!("/v1/boards/stage_clears/all/{path}"))).await;
-        assert_eq!(status, 400, "{path}: {body}");
-        let error = body["error"].as_str().unwrap_or_default();
-        assert_eq!(body["parameter"], param, "{path}: {body}");
-        assert!(error.contains("composite"), "{path}: {body}");
-    }
+    // Rank styles and lists of members on the composite board: no two
+    // players tie on all three fields, so every style ranks 1..6.
+    let (status, body) = get_json(&app.url("/v1/boards/stage_clears/all/top?rank=dense")).await;
+    assert_eq!(status, 200, "{body}");
+    let ranks: Vec<u64> = body["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["rank"].as_u64())
+        .collect();
+    assert_eq!(ranks, [1, 2, 3, 4, 5, 6], "{body}");
+    let (status, body) = get_json(&app.url(
+        "/v1/boards/stage_clears/all/members?ids=eve,dee,zed,dee&rank=competition",
+    ))
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let listed: Vec<(&str, u64)> = body["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| Some((e["member"].as_str()?, e["rank"].as_u64()?)))
+        .collect();
+    assert_eq!(listed, [("dee", 3), ("eve", 6)], "{body}");
+    assert_eq!(body["missing"], json!(["zed"]), "{body}");
+    assert_eq!(body["entries"][0]["fields"]["revives"], 3, "{body}");
 
     // Any client: ZREVRANGE lists rank order; the fields decode by hand.
     let raw = redis.cli(&[
