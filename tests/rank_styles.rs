@@ -562,3 +562,242 @@ async fn rankflow_top_prints_ranks_in_the_style_asked_for() {
         "{stderr}"
     );
 }
+
+/// Boards of every kind the dense-rank index serves, written through the
+/// real apply script (`Direct`): the plain-sum fast path, a tie-break sum,
+/// max, an ascending min, last, sliding windows of a sum and of a max
+/// (evictions move and remove members), and one that keeps no index.
+const INDEXED: &str = r#"
+[[board]]
+name = "isum"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["all"]
+windows = ["10m/1m"]
+
+[[board]]
+name = "itie"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["all"]
+tie_break = "latest"
+
+[[board]]
+name = "imax"
+event = "score"
+member = "user_id"
+score = "points"
+aggregate = "max"
+periods = ["all"]
+windows = ["10m/1m"]
+
+[[board]]
+name = "imin"
+event = "score"
+member = "user_id"
+score = "points"
+aggregate = "min"
+periods = ["all"]
+
+[[board]]
+name = "ilast"
+event = "score"
+member = "user_id"
+score = "points"
+aggregate = "last"
+periods = ["all"]
+
+[[board]]
+name = "inone"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["all"]
+dense_ranks = false
+"#;
+
+/// (board, view, ascending) of every view of [`INDEXED`].
+const INDEXED_VIEWS: [(&str, &str, bool); 8] = [
+    ("isum", "all", false),
+    ("isum", "win:10m", false),
+    ("itie", "all", false),
+    ("imax", "all", false),
+    ("imax", "win:10m", false),
+    ("imin", "all", true),
+    ("ilast", "all", false),
+    ("inone", "all", false),
+];
+
+/// Reference dense ranks of a view's members in board order, counted from
+/// its raw sorted set (1 + distinct better scores), with no index.
+fn dense_from_raw(raw: &[(String, f64)], asc: bool) -> Vec<u64> {
+    let mut scores: Vec<f64> = raw.iter().map(|r| r.1).collect();
+    scores.sort_by(|a, b| if asc { a.total_cmp(b) } else { b.total_cmp(a) });
+    scores.dedup();
+    let mut out: Vec<(f64, u64)> = raw
+        .iter()
+        .map(|r| {
+            let better = scores.iter().take_while(|s| **s != r.1).count();
+            (r.1, better as u64 + 1)
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        if asc {
+            a.0.total_cmp(&b.0)
+        } else {
+            b.0.total_cmp(&a.0)
+        }
+    });
+    out.into_iter().map(|r| r.1).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dense_index_holds_each_distinct_value_once_through_every_write_path() {
+    use common::direct::Direct;
+    use rankflow::reader::Query;
+    use rankflow::reader::ranks::RankStyle;
+
+    let redis = common::Redis::start();
+    let prefix = common::unique("dx");
+    let t0 = NOW;
+    let mut direct = Direct::new(&redis.url(), &prefix, INDEXED, t0).await;
+    let mut c = redis.conn().await;
+    // xorshift, so a failure replays.
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut checked = 0;
+    for round in 0..12i64 {
+        // Two minutes a round: the 10-minute windows evict from round 5 on.
+        direct.clock.set(t0 + round * 120_000);
+        let now = direct.now();
+        let events: Vec<Value> = (0..60)
+            .map(|k| {
+                json!({"type": "score", "event_id": format!("r{round}e{k}"),
+                       "ts": now - next(90) as i64 * 1000,
+                       "user_id": format!("u{}", next(25)), "game_id": "g1",
+                       // Few values, so members share and leave them.
+                       "points": next(9) as i64 - 3})
+            })
+            .collect();
+        direct.apply(&events).await;
+        let reader = direct.reader();
+        for (board, view, asc) in INDEXED_VIEWS {
+            let key = format!("{prefix}:{{{board}}}:{view}");
+            let mut zrange = redis::cmd("ZRANGE");
+            zrange.arg(&key).arg(0).arg(-1).arg("WITHSCORES");
+            if !asc {
+                zrange.arg("REV");
+            }
+            let raw: Vec<(String, f64)> = zrange.query_async(&mut c).await.expect("ZRANGE");
+            let index: Vec<(String, f64)> = redis::cmd("ZRANGE")
+                .arg(format!("{key}:v"))
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query_async(&mut c)
+                .await
+                .expect("ZRANGE K:v");
+            let mut distinct: Vec<f64> = raw.iter().map(|r| r.1).collect();
+            distinct.sort_by(f64::total_cmp);
+            distinct.dedup();
+            if board == "inone" {
+                assert!(
+                    index.is_empty(),
+                    "{key}: dense_ranks = false keeps no index"
+                );
+            } else {
+                let held: Vec<f64> = index.iter().map(|e| e.1).collect();
+                assert_eq!(held, distinct, "{key} round {round}: one entry per value");
+                let ttl = |k: String| redis::cmd("PEXPIRETIME").arg(k).clone();
+                let (kt, vt): (i64, i64) = redis::pipe()
+                    .add_command(ttl(key.clone()))
+                    .add_command(ttl(format!("{key}:v")))
+                    .query_async(&mut c)
+                    .await
+                    .expect("PEXPIRETIME");
+                if !raw.is_empty() {
+                    assert_eq!(vt, kt, "{key}: the index expires with its view");
+                }
+            }
+            let q = Query {
+                board: board.into(),
+                view: view.into(),
+                scope: None,
+                period: None,
+            };
+            let list = reader
+                .top_ranked(&q, 0, 1000, RankStyle::Dense)
+                .await
+                .expect("top");
+            let ranks: Vec<u64> = list.entries.iter().map(|e| e.rank).collect();
+            assert_eq!(ranks, dense_from_raw(&raw, asc), "{key} round {round}");
+            checked += raw.len();
+        }
+    }
+    println!("dense ranks of {checked} members checked against their raw views");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_with_members_before_the_index_never_gets_a_partial_one() {
+    use common::direct::Direct;
+    use rankflow::reader::Query;
+    use rankflow::reader::ranks::RankStyle;
+
+    let redis = common::Redis::start();
+    let prefix = common::unique("dp");
+    let mut direct = Direct::new(&redis.url(), &prefix, INDEXED, NOW).await;
+    // Written before the upgrade: a view with members and no K:v.
+    let key = format!("{prefix}:{{imin}}:all");
+    let mut c = redis.conn().await;
+    let _: usize = redis::cmd("ZADD")
+        .arg(&key)
+        .arg(5)
+        .arg("old1")
+        .arg(7)
+        .arg("old2")
+        .query_async(&mut c)
+        .await
+        .expect("ZADD");
+    let events: Vec<Value> = [("u1", 5), ("u2", 6), ("u3", 9), ("old2", 1)]
+        .iter()
+        .enumerate()
+        .map(|(i, (u, p))| {
+            json!({"type": "score", "event_id": format!("p{i}"), "ts": NOW - 1000,
+                   "user_id": u, "game_id": "g1", "points": p})
+        })
+        .collect();
+    direct.apply(&events).await;
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(format!("{key}:v"))
+        .query_async(&mut c)
+        .await
+        .expect("EXISTS");
+    assert_eq!(exists, 0, "no index is started under existing members");
+    // Ascending min board: old2 1, old1 5, u1 5, u2 6, u3 9 (by hand).
+    let q = Query {
+        board: "imin".into(),
+        view: "all".into(),
+        scope: None,
+        period: None,
+    };
+    let list = direct
+        .reader()
+        .top_ranked(&q, 0, 10, RankStyle::Dense)
+        .await
+        .expect("top");
+    let got: Vec<(String, u64)> = list
+        .entries
+        .iter()
+        .map(|e| (e.member.clone(), e.rank))
+        .collect();
+    let want = [("old2", 1), ("old1", 2), ("u1", 2), ("u2", 3), ("u3", 4)];
+    let want: Vec<(String, u64)> = want.iter().map(|(m, r)| (m.to_string(), *r)).collect();
+    assert_eq!(got, want, "read by the walk");
+}
