@@ -801,3 +801,182 @@ async fn a_view_with_members_before_the_index_never_gets_a_partial_one() {
     let want: Vec<(String, u64)> = want.iter().map(|(m, r)| (m.to_string(), *r)).collect();
     assert_eq!(got, want, "read by the walk");
 }
+
+/// Calls of each command Redis has served (INFO commandstats), script
+/// calls included.
+fn calls(redis: &common::Redis) -> BTreeMap<String, u64> {
+    redis
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let n = rest.strip_prefix("calls=")?.split(',').next()?;
+            Some((name.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Commands served between two [`calls`] snapshots, `evalsha` and `info`
+/// (the snapshots themselves) left out.
+fn served(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> u64 {
+    after
+        .iter()
+        .filter(|(k, _)| !["evalsha", "info", "script|load", "script"].contains(&k.as_str()))
+        .map(|(k, v)| v - before.get(k).copied().unwrap_or(0))
+        .sum()
+}
+
+/// Writes a plain board of `n` members with distinct values 1..=n and its
+/// dense index, in the documented layout (K and K:v).
+async fn distinct_board(redis: &common::Redis, key: &str, n: usize) {
+    let mut c = redis.conn().await;
+    for chunk in (1..=n).collect::<Vec<_>>().chunks(10_000) {
+        let mut k = redis::cmd("ZADD");
+        let mut v = redis::cmd("ZADD");
+        k.arg(key);
+        v.arg(format!("{key}:v"));
+        for &i in chunk {
+            k.arg(i as f64).arg(format!("m{i:07}"));
+            v.arg(i as f64).arg(i.to_string());
+        }
+        let (_, _): (usize, usize) = redis::pipe()
+            .add_command(k)
+            .add_command(v)
+            .query_async(&mut c)
+            .await
+            .expect("ZADD");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dense_page_at_the_bottom_of_200_000_values_costs_what_one_at_the_top_does() {
+    use common::direct::Direct;
+    use rankflow::reader::Query;
+    use rankflow::reader::ranks::RankStyle;
+
+    let redis = common::Redis::start();
+    let prefix = common::unique("dl");
+    let direct = Direct::new(&redis.url(), &prefix, INDEXED, NOW).await;
+    let n = 200_000usize;
+    distinct_board(&redis, &format!("{prefix}:{{isum}}:all"), n).await;
+    let reader = direct.reader();
+    let q = Query {
+        board: "isum".into(),
+        view: "all".into(),
+        scope: None,
+        period: None,
+    };
+    let mut cost = Vec::new();
+    for offset in [0, n / 2, n - 10] {
+        // Warm (script loaded), then measured.
+        reader
+            .top_ranked(&q, offset, 10, RankStyle::Dense)
+            .await
+            .expect("top");
+        let before = calls(&redis);
+        let started = std::time::Instant::now();
+        let page = reader
+            .top_ranked(&q, offset, 10, RankStyle::Dense)
+            .await
+            .expect("top");
+        let took = started.elapsed();
+        let after = calls(&redis);
+        // Values n, n-1, ... from the top, all distinct: dense = ordinal.
+        let ranks: Vec<u64> = page.entries.iter().map(|e| e.rank).collect();
+        let want: Vec<u64> = (offset as u64 + 1..=offset as u64 + 10).collect();
+        assert_eq!(ranks, want, "dense page at {offset}");
+        let scripts = after["evalsha"] - before["evalsha"];
+        cost.push((offset, served(&before, &after), scripts, took));
+    }
+    println!(
+        "dense pages of 10 on {n} distinct values (offset, commands inside the script, script calls, wall time): {cost:?}"
+    );
+    let top = cost[0].1;
+    for (offset, commands, scripts, _) in &cost {
+        assert_eq!(*scripts, 1, "one script call at offset {offset}");
+        assert!(
+            *commands <= top + 1,
+            "offset {offset}: {commands} commands, top page {top}"
+        );
+    }
+}
+
+/// Measurement, not a check (run with `--ignored --nocapture`): Redis
+/// commands and CPU per update of a plain sum with and without the dense
+/// index, and MEMORY USAGE of an index of 100 000 distinct values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_the_dense_index_write_cost_and_memory() {
+    use common::direct::Direct;
+    let cpu = |redis: &common::Redis| -> f64 {
+        redis
+            .cli(&["INFO", "cpu"])
+            .lines()
+            .filter_map(|l| {
+                let (k, v) = l.trim().split_once(':')?;
+                ["used_cpu_sys", "used_cpu_user"]
+                    .contains(&k)
+                    .then(|| v.parse::<f64>().ok())?
+            })
+            .sum()
+    };
+    let boards = r#"
+[[board]]
+name = "withidx"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["all"]
+
+[[board]]
+name = "noidx"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["all"]
+dense_ranks = false
+"#;
+    for board in ["noidx", "withidx"] {
+        let redis = common::Redis::start();
+        let one = boards
+            .split("[[board]]")
+            .find(|b| b.contains(&format!("\"{board}\"")))
+            .map(|b| format!("[[board]]{b}"))
+            .expect("board");
+        let mut direct = Direct::new(&redis.url(), &common::unique("wc"), &one, NOW).await;
+        let mut x = 88172645463325252u64;
+        let (mut updates, mut commands, mut cpu_s) = (0u64, 0u64, 0.0);
+        for round in 0..40 {
+            let events: Vec<Value> = (0..2500)
+                .map(|k| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    json!({"type": "score", "event_id": format!("r{round}e{k}"),
+                           "ts": NOW - 1000, "user_id": format!("u{}", x % 50_000),
+                           "game_id": "g", "points": (x >> 20) % 1000 + 1})
+                })
+                .collect();
+            let before = calls(&redis);
+            let c0 = cpu(&redis);
+            let (_, report) = direct.apply(&events).await;
+            cpu_s += cpu(&redis) - c0;
+            commands += served(&before, &calls(&redis));
+            updates += report.boards.iter().map(|b| b.applied).sum::<u64>();
+        }
+        println!(
+            "{board}: {updates} updates, {:.2} Redis commands per update, {:.2} µs Redis CPU per update",
+            commands as f64 / updates as f64,
+            cpu_s * 1e6 / updates as f64
+        );
+    }
+    let redis = common::Redis::start();
+    distinct_board(&redis, "m:{b}:all", 100_000).await;
+    let bytes = redis.cli(&["MEMORY", "USAGE", "m:{b}:all:v", "SAMPLES", "0"]);
+    let bytes = bytes.trim();
+    let view = redis.cli(&["MEMORY", "USAGE", "m:{b}:all", "SAMPLES", "0"]);
+    let view = view.trim();
+    println!(
+        "MEMORY USAGE of K:v with 100000 distinct values: {bytes} bytes (the view K itself: {view})"
+    );
+}
