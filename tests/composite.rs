@@ -759,9 +759,9 @@ async fn the_stage_clear_board_ranks_end_to_end_through_kafka() {
         .filter_map(|e| e["rank"].as_u64())
         .collect();
     assert_eq!(ranks, [1, 2, 3, 4, 5, 6], "{body}");
-    let (status, body) = get_json(&app.url(
-        "/v1/boards/stage_clears/all/members?ids=eve,dee,zed,dee&rank=competition",
-    ))
+    let (status, body) = get_json(
+        &app.url("/v1/boards/stage_clears/all/members?ids=eve,dee,zed,dee&rank=competition"),
+    )
     .await;
     assert_eq!(status, 200, "{body}");
     let listed: Vec<(&str, u64)> = body["entries"]
@@ -875,4 +875,65 @@ fn check_prints_field_ranges_and_refuses_bad_definitions_where_they_are() {
         );
     }
     println!("check: ranges printed; 5 bad definitions refused with exit 2 and their location");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_composite_board_without_a_dense_index_refuses_dense_ranks_only() {
+    let redis = Redis::start();
+    let boards = r#"
+[[board]]
+name = "noidx"
+event = "score"
+member = "user_id"
+periods = ["all"]
+dense_ranks = false
+order_by = [
+  { field = "a", score = "s0", filter = "has(s0)", aggregate = "max", order = "desc" },
+  { field = "b", score = "s1", filter = "has(s1)", aggregate = "sum", order = "asc" },
+]
+"#;
+    let prefix = unique("rf");
+    let mut direct = Direct::new(&redis.url(), &prefix, boards, T0 + 60_000).await;
+    // (user, a, b): u1 and u2 tie on both fields, u3 shares only a.
+    let plays = [("u1", 5, 1), ("u2", 5, 1), ("u3", 5, 2), ("u4", 7, 9)];
+    let events: Vec<serde_json::Value> = plays
+        .iter()
+        .enumerate()
+        .map(|(i, (u, a, b))| {
+            json!({"type": "score", "event_id": format!("n{i}"), "ts": T0, "user_id": u,
+                   "game_id": "g", "points": 1, "s0": a, "s1": b})
+        })
+        .collect();
+    direct.apply(&events).await;
+    assert!(
+        redis.keys(&format!("{prefix}:*:v")).await.is_empty(),
+        "no index kept"
+    );
+    let reader = direct.reader();
+    let q = query("noidx");
+    let page = reader
+        .top_ranked(&q, 0, 10, RankStyle::Competition)
+        .await
+        .expect("competition");
+    let ranks: Vec<(String, u64)> = page
+        .entries
+        .iter()
+        .map(|e| (e.member.clone(), e.rank))
+        .collect();
+    // By hand: u4 (7), then a = 5 with b ascending: u2/u1 (b 1, tied; member
+    // bytes descending), u3 (b 2).
+    let want = [("u4", 1), ("u2", 2), ("u1", 2), ("u3", 4)];
+    let want: Vec<(String, u64)> = want.iter().map(|(m, r)| (m.to_string(), *r)).collect();
+    assert_eq!(ranks, want);
+    let err = reader
+        .top_ranked(&q, 0, 10, RankStyle::Dense)
+        .await
+        .expect_err("dense needs the index");
+    match err {
+        rankflow::reader::ReadError::BadRequest(p) => {
+            assert_eq!(p.param, "rank");
+            assert!(p.message.contains("dense_ranks"), "{}", p.message);
+        }
+        other => panic!("not a 400 naming rank: {other}"),
+    }
 }
