@@ -713,6 +713,13 @@ mod tests {
         assert!(set.for_event(EventType::Play).is_empty());
     }
 
+    #[test]
+    fn boards_keep_a_dense_index_unless_told_not_to() {
+        assert!(compile(GOOD).unwrap().boards[0].dense_ranks);
+        let off = GOOD.replace("tie_break", "dense_ranks = false\n        tie_break");
+        assert!(!compile(&off).unwrap().boards[0].dense_ranks);
+    }
+
     fn error(boards: &str) -> String {
         compile(boards).unwrap_err().to_string()
     }
