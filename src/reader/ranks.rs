@@ -11,11 +11,15 @@
 //!
 //! The live counts come from `ranks.lua`, a read script run with `EVALSHA`
 //! (loaded on first use and again after a Redis restart): competition is
-//! O(log n) per distinct score; dense walks the distinct scores above the
-//! target one `ZRANGE ... BYSCORE LIMIT 0 1` at a time, O(d log n) for d
-//! distinct better scores, at most [`DENSE_BUDGET`] steps per call so one
-//! read never blocks Redis for long (a longer walk continues in further
-//! calls, each atomic on its own).
+//! O(log n) per distinct score (composite boards: a binary search inside
+//! the score's block, O(log b log n)); dense is the value's rank in the
+//! view's dense-rank index `K:v`, O(log n). A view without a complete index
+//! (board option `dense_ranks = false`, or members from before the index)
+//! walks the distinct scores above the target one `ZRANGE ... BYSCORE
+//! LIMIT 0 1` at a time, O(d log n) for d distinct better scores, at most
+//! [`DENSE_BUDGET`] steps per call so one read never blocks Redis for long
+//! (a longer walk continues in further calls, each atomic on its own);
+//! composite boards have no walk and refuse dense ranks then.
 
 use std::sync::RwLock;
 
