@@ -103,10 +103,12 @@ end
 -- in their fixed-length codes, so they sort exactly as the board's
 -- members of that score do.
 
--- Score text of an index entry (infinities as Redis prints them).
+-- Score text of an index entry (infinities as Redis prints them; -0 and
+-- 0 are one value, as they are one score to Redis).
 local function vtext(x)
   if x == math.huge then return "inf" end
   if x == -math.huge then return "-inf" end
+  if x == 0 then return "0" end
   return num(x)
 end
 
