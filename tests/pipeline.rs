@@ -186,10 +186,11 @@ retention = { day = "400d", week = "60w", month = "24mo" }
         );
     }
     wait_boards(&redis, &setup, &expect, Duration::from_secs(60)).await;
-    // Nothing else was written for the board: exactly these 15 views plus
-    // the fence (beside the partition positions).
+    // Nothing else was written for the board: exactly these 15 views, their
+    // dense-rank indexes (K:v) and the fence (beside the partition positions).
     let keys = redis.keys(&format!("{}:{{b}}:*", setup.prefix)).await;
-    assert_eq!(keys.len(), 16, "{keys:?}");
+    assert_eq!(keys.len(), 31, "{keys:?}");
+    assert_eq!(keys.iter().filter(|k| k.ends_with(":v")).count(), 15);
     println!("verified: 6 events around 3 boundaries landed in 15 views exactly");
     app.stop().await;
 }
