@@ -270,7 +270,13 @@ pub async fn restore_expiry(store: &Store, p: &DuePeriod) -> Result<(), ArchiveE
     // K:f too: step 1 persisted it with K (composite boards). The
     // dense-rank index (K:v) follows its view key (no-op when absent).
     let dense = keys::dense_key(&p.view_key);
-    for key in [&p.view_key, &p.time_key(), &p.fields_key(), &p.closed_key(), &dense] {
+    for key in [
+        &p.view_key,
+        &p.time_key(),
+        &p.fields_key(),
+        &p.closed_key(),
+        &dense,
+    ] {
         let _: i64 = store
             .query(redis::cmd("PEXPIREAT").arg(key).arg(at))
             .await
