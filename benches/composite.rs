@@ -1,7 +1,9 @@
 //! What a composite board (SPEC §8.2) costs per event next to a plain one:
 //! 300,000 score events (100,000 players, Zipf) in an 8-partition topic,
 //! consumed in the same run against the same servers into
-//! - a plain board: points summed per player, views `week` and `all`;
+//! - a plain board: points summed per player, views `week` and `all`, once
+//!   with its dense-rank index (the default) and once without
+//!   (`dense_ranks = false`);
 //! - a tie-break board: the same, `tie_break = "earliest"`;
 //! - the seed 000 stage-clear board: three fields (levels cleared summed,
 //!   revives summed ascending, first clear time as a min), same views.
@@ -31,6 +33,16 @@ event = "score"
 member = "user_id"
 score = "points"
 periods = ["week", "all"]
+"#;
+
+const PLAIN_NO_DENSE: &str = r#"
+[[board]]
+name = "points_nd"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["week", "all"]
+dense_ranks = false
 "#;
 
 const TIED: &str = r#"
@@ -91,6 +103,7 @@ async fn main() {
     let mut runs: Vec<(&str, Run)> = Vec::new();
     for (name, boards) in [
         ("plain (sum)", PLAIN),
+        ("plain, dense_ranks = false", PLAIN_NO_DENSE),
         ("tie-break (sum, earliest)", TIED),
         ("composite (3 fields)", COMPOSITE),
     ] {

@@ -216,6 +216,12 @@ fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
     for v in &b.views {
         describe_view(out, &boards.key_prefix, &tag, b, v, now);
     }
+    warn_undeclared(out, b);
+}
+
+/// Warns about each attribute a rule reads that its event schema does not
+/// declare: events without it fail that rule.
+fn warn_undeclared(out: &mut String, b: &Board) {
     let mut programs = vec![
         ("filter".to_string(), b.filter.as_ref()),
         ("member".to_string(), Some(&b.member)),

@@ -522,8 +522,8 @@ async fn buckets_leave_one_by_one_and_each_rule_stays_exact() {
     assert!(again.conflicts > 0);
     assert_eq!(trio(&direct).await, rows(&all_in), "nothing counted twice");
 
-    // Every key of the window carries an expiry, and composite windows keep
-    // no K:n.
+    // Every key of the window carries an expiry (the dense-rank index K:v
+    // included), and composite windows keep no K:n.
     let tag = rankflow::board::keys::instance_tag("trio", None);
     let key = rankflow::board::keys::view_key(&prefix, &tag, "win:3m");
     let mut conn = redis.conn().await;
@@ -539,12 +539,12 @@ async fn buckets_leave_one_by_one_and_each_rule_stays_exact() {
     names.dedup();
     assert_eq!(
         names,
-        ["", ":b", ":cut", ":f", ":log", ":ord"].map(String::from)
+        ["", ":b", ":cut", ":f", ":log", ":ord", ":v"].map(String::from)
     );
     assert_eq!(
         all.len(),
-        5 + 3,
-        "K, K:f, K:log, K:ord, K:cut and 3 buckets: {all:?}"
+        6 + 3,
+        "K, K:f, K:log, K:ord, K:cut, K:v and 3 buckets: {all:?}"
     );
     for k in &all {
         let ttl: i64 = redis::cmd("PTTL")
