@@ -404,8 +404,30 @@ impl Redis {
             dir: tempfile::tempdir().expect("tempdir"),
             args: args.iter().map(|s| s.to_string()).collect(),
         };
-        r.spawn();
-        r
+        // The free port can be taken by another test between free_port()
+        // and redis-server's bind: then this server exits and the PING may
+        // even reach the other test's server. Try another port.
+        for _ in 0..5 {
+            r.spawn();
+            if r.is_ours() {
+                return r;
+            }
+            r.kill9();
+            r.port = free_port();
+        }
+        panic!("redis-server could not keep a free port in 5 tries");
+    }
+
+    /// Whether the server answering on our port is the process we started
+    /// (alive, and serving our directory).
+    fn is_ours(&mut self) -> bool {
+        let alive = self
+            .child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
+        let dir = self.cli(&["CONFIG", "GET", "dir"]);
+        let ours = self.dir.path().canonicalize().ok();
+        alive && ours.is_some_and(|d| dir.lines().any(|l| Path::new(l.trim()) == d))
     }
 
     fn spawn(&mut self) {
