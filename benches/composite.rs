@@ -6,7 +6,8 @@
 //!   (`dense_ranks = false`);
 //! - a tie-break board: the same, `tie_break = "earliest"`;
 //! - the seed 000 stage-clear board: three fields (levels cleared summed,
-//!   revives summed ascending, first clear time as a min), same views.
+//!   revives summed ascending, first clear time as a min), same views, with
+//!   and without its dense-rank index.
 //!
 //! Prints events/s, CPU-µs per event of rankflow (this process) and of
 //! Redis (`INFO cpu`), Redis commands per event, and each board's ratio to
@@ -100,12 +101,14 @@ async fn main() {
 
     let defaults = rankflow::config::BatchConfig::default();
     let batch = (defaults.max_events.get(), defaults.max_delay_ms.get());
+    let composite_no_dense = COMPOSITE.replace("order_by = [", "dense_ranks = false\norder_by = [");
     let mut runs: Vec<(&str, Run)> = Vec::new();
     for (name, boards) in [
         ("plain (sum)", PLAIN),
         ("plain, dense_ranks = false", PLAIN_NO_DENSE),
         ("tie-break (sum, earliest)", TIED),
         ("composite (3 fields)", COMPOSITE),
+        ("composite, dense_ranks = false", &composite_no_dense),
     ] {
         eprintln!("{name}:");
         runs.push((
@@ -119,7 +122,7 @@ async fn main() {
         batch.0, batch.1
     );
     println!(
-        "  {:<28} {:>10} {:>15} {:>12} {:>14} {:>22}",
+        "  {:<32} {:>10} {:>15} {:>12} {:>14} {:>22}",
         "board",
         "events/s",
         "rankflow µs/ev",
@@ -131,7 +134,7 @@ async fn main() {
     let total = |r: &Run| r.rankflow_us() + r.redis_us();
     for (name, r) in &runs {
         println!(
-            "  {name:<28} {:>10.0} {:>15.2} {:>12.2} {:>14.1} {:>21.2}x",
+            "  {name:<32} {:>10.0} {:>15.2} {:>12.2} {:>14.1} {:>21.2}x",
             r.events_per_s,
             r.rankflow_us(),
             r.redis_us(),
