@@ -268,22 +268,44 @@ fn describe_view(out: &mut String, prefix: &str, tag: &str, b: &Board, v: &ViewS
                 (None, _) => "kept forever".to_string(),
             };
             let key = keys::view_key(prefix, tag, &current.view());
+            let helpers = helpers_of(b, &key, false, close_after.is_some());
             let _ = if *kind == PeriodKind::All {
-                writeln!(out, "    {:<8} {key}  ({keep})", kind.name())
+                writeln!(out, "    {:<8} {key}  ({keep}{helpers})", kind.name())
             } else {
-                writeln!(out, "    {:<8} {key}  (now; {keep})", kind.name())
+                writeln!(out, "    {:<8} {key}  (now; {keep}{helpers})", kind.name())
             };
         }
         ViewSpec::Window(w) => {
             let key = keys::view_key(prefix, tag, &w.view());
+            let helpers = helpers_of(b, &key, true, false);
             let _ = writeln!(
                 out,
-                "    {:<8} {key}  (window {}; helpers {key}:log, {key}:b:<bucket end>)",
+                "    {:<8} {key}  (window {}{helpers})",
                 w.view(),
                 w.text
             );
         }
     }
+}
+
+/// "; helpers K:t, ..." for a view's line: what the apply script keeps
+/// beside it, bucket hashes and the dense-rank index included.
+fn helpers_of(b: &Board, key: &str, window: bool, archived: bool) -> String {
+    let mut all = crate::sink::call::helper_keys(b, key, window, archived);
+    if window {
+        all.push(format!("{key}:b:<bucket end>"));
+    }
+    if b.dense_ranks {
+        all.push(keys::dense_key(key));
+    }
+    if all.is_empty() {
+        return String::new();
+    }
+    let suffixes: Vec<&str> = all
+        .iter()
+        .map(|k| k.strip_prefix(key).unwrap_or(k))
+        .collect();
+    format!("; helpers K{}", suffixes.join(", K"))
 }
 
 /// Event types from their names.

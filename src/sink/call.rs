@@ -176,7 +176,17 @@ fn push_view_keys(
     window: bool,
     archived: bool,
 ) {
-    let helper = |suffix: &str| keys::helper(&key, suffix);
+    let extra = helper_keys(board, &key, window, archived);
+    keys_out.push(key);
+    keys_out.extend(extra);
+}
+
+/// The helper keys of a view the apply script is given, in its order
+/// (`rankflow check` lists them too). Not among them: window buckets
+/// (`K:b:<end>`) and the dense-rank index (`K:v`), which the script
+/// derives from `K`, in the same slot.
+pub fn helper_keys(board: &Board, key: &str, window: bool, archived: bool) -> Vec<String> {
+    let helper = |suffix: &str| keys::helper(key, suffix);
     let mut extra = Vec::new();
     if board.needs_time() {
         extra.push(helper("t"));
@@ -185,7 +195,7 @@ fn push_view_keys(
         extra.push(helper("f"));
     }
     if archived {
-        extra.push(keys::closed_key(&key));
+        extra.push(keys::closed_key(key));
     }
     if window {
         extra.push(helper("log"));
@@ -199,8 +209,7 @@ fn push_view_keys(
         }
         extra.push(helper("cut"));
     }
-    keys_out.push(key);
-    keys_out.extend(extra);
+    extra
 }
 
 /// Whether a board's windows keep the per-member best-bucket index `K:ord`:
