@@ -864,6 +864,16 @@ fn check_prints_field_ranges_and_refuses_bad_definitions_where_they_are() {
             "\n  { field = \"d\", score = \"1\" },\n  { field = \"e\", score = \"1\" },\n]",
             "field `order_by`: has 5 fields",
         ),
+        (
+            "score = \"revives\"",
+            "score = \"0.5\"",
+            "field `order_by`[1].score: always gives 0.5, which a composite field cannot hold",
+        ),
+        (
+            "score = \"revives\"",
+            "score = \"9007199254740993\"",
+            "field `order_by`[1].score: always fails",
+        ),
     ] {
         let text = STAGES.replacen(from, to, 1);
         assert_ne!(text, STAGES, "{from}");
@@ -874,7 +884,7 @@ fn check_prints_field_ranges_and_refuses_bad_definitions_where_they_are() {
             "{to}: {out}"
         );
     }
-    println!("check: ranges printed; 5 bad definitions refused with exit 2 and their location");
+    println!("check: ranges printed; 7 bad definitions refused with exit 2 and their location");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
