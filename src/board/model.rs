@@ -440,6 +440,24 @@ fn compile_composite(
     })
 }
 
+/// An expression that reads no attribute gives one value for every event:
+/// one a composite field cannot hold would make every event invalid, so
+/// `check` refuses it at `at`.
+fn refuse_unholdable_constant(at: &str, score: &Program) -> Result<(), BoardError> {
+    if !score.fields().is_empty() {
+        return Ok(());
+    }
+    let why = match score.eval_number(&serde_json::Map::new()) {
+        Ok(v) if super::composite::in_range(v) => return Ok(()),
+        Ok(v) => format!("always gives {v}"),
+        Err(e) => format!("always fails ({e})"),
+    };
+    Err(BoardError::invalid(
+        at.to_string(),
+        format!("{why}, which a composite field cannot hold: fields are integers in [-2^53, 2^53]"),
+    ))
+}
+
 /// One `order_by` entry; `at` locates it (`board ... field `order_by`[i]`).
 fn compile_field(at: &str, f: &FieldSpec) -> Result<(CompiledField, FieldOrder), BoardError> {
     let key = |k: &str| format!("{at}.{k}");
@@ -472,23 +490,7 @@ fn compile_field(at: &str, f: &FieldSpec) -> Result<(CompiledField, FieldOrder),
         .as_deref()
         .ok_or_else(|| BoardError::invalid(key("score"), "is missing"))?;
     let score = expr("score", score_src, Expect::Number)?;
-    // An expression that reads no attribute gives one value for every
-    // event: one the encoding cannot hold would make every event invalid.
-    if score.fields().is_empty() {
-        let why = match score.eval_number(&serde_json::Map::new()) {
-            Ok(v) if super::composite::in_range(v) => None,
-            Ok(v) => Some(format!("always gives {v}")),
-            Err(e) => Some(format!("always fails ({e})")),
-        };
-        if let Some(why) = why {
-            return Err(BoardError::invalid(
-                key("score"),
-                format!(
-                    "{why}, which a composite field cannot hold: fields are integers in [-2^53, 2^53]"
-                ),
-            ));
-        }
-    }
+    refuse_unholdable_constant(&key("score"), &score)?;
     let filter = f
         .filter
         .as_deref()
