@@ -139,6 +139,14 @@ pub fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
     // Secrets are masked: this output ends up in tickets and CI logs.
     let _ = writeln!(out, "redis {}", config.redis.url.redacted());
     let _ = writeln!(out, "kafka {}", config.kafka.brokers);
+    let _ = writeln!(
+        out,
+        "http {}; union views cached {}",
+        config.http.listen,
+        Span::Fixed {
+            ms: config.http.union_cache.ms()
+        }
+    );
     for (k, v) in config.kafka.client_redacted() {
         let _ = writeln!(out, "  {k} = {v}");
     }

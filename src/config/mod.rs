@@ -228,12 +228,19 @@ pub struct HttpConfig {
     /// `host:port` to listen on; `:0` picks a free port.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
+    /// How long the result of a query-time union (SPEC §8.3, `last:7d`)
+    /// is reused before it is computed again: the staleness a reader of a
+    /// union view accepts in exchange for one `ZUNIONSTORE` per this span
+    /// instead of one per read.
+    #[serde(default = "default_union_cache")]
+    pub union_cache: FixedSpan,
 }
 
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             listen: default_listen(),
+            union_cache: default_union_cache(),
         }
     }
 }
@@ -303,6 +310,12 @@ impl fmt::Debug for ArchiveConfig {
     }
 }
 
+fn default_union_cache() -> FixedSpan {
+    FixedSpan {
+        text: "1s".into(),
+        ms: 1_000,
+    }
+}
 fn default_grace() -> FixedSpan {
     FixedSpan {
         text: "10m".into(),
@@ -454,6 +467,7 @@ mod tests {
         assert_eq!(c.redis.response_timeout_ms.get(), 10_000);
         assert_eq!(c.kafka.max_event_bytes.get(), 65_536);
         assert_eq!(c.http.listen.to_string(), "127.0.0.1:9898");
+        assert_eq!(c.http.union_cache.ms(), 1_000);
         assert_eq!(c.redis.key_prefix, "rankflow");
         assert_eq!(c.kafka.group_id, "rankflow");
         assert_eq!(c.boards[0].aggregate, None, "sum unless given");
@@ -484,6 +498,7 @@ mod tests {
                 ("RANKFLOW_REDIS_RESPONSE_TIMEOUT_MS", "250"),
                 ("RANKFLOW_KAFKA_CLIENT_SESSION_TIMEOUT_MS", "6000"),
                 ("RANKFLOW_LOG", "debug"),
+                ("RANKFLOW_HTTP_UNION_CACHE", "250ms"),
                 ("PATH", "/bin"),
             ],
         )
@@ -502,6 +517,7 @@ mod tests {
             std::time::Duration::from_millis(250)
         );
         assert_eq!(c.kafka.client["session.timeout.ms"], "6000");
+        assert_eq!(c.http.union_cache.ms(), 250);
     }
 
     #[test]
