@@ -119,6 +119,9 @@ struct BoardInfo {
     timezone: String,
     key_pattern: String,
     views: Vec<ViewInfo>,
+    /// Rolling views computed at read time (SPEC §8.3), e.g.
+    /// `{"view": "last:<N>d", "max_n": 35}`.
+    unions: Vec<reader::UnionOffer>,
 }
 
 #[derive(Debug, Serialize)]
@@ -193,6 +196,7 @@ async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
                 timezone: b.tz.name().to_string(),
                 key_pattern: format!("{prefix}:{{{tag}}}:<view>"),
                 views,
+                unions: reader::union::offered(b),
             }
         })
         .collect();

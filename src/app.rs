@@ -255,6 +255,7 @@ pub async fn run(
             store: store.clone(),
             clock,
             archive,
+            unions: crate::reader::Unions::new(config.http.union_cache.ms()),
         });
         consume(&config, parts, store, shutdown).await?;
         if let Some(archiver) = archiver {

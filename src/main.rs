@@ -186,6 +186,7 @@ async fn top(args: TopArgs, clock: SharedClock) -> anyhow::Result<ExitCode> {
         store,
         clock,
         archive,
+        unions: rankflow::reader::Unions::new(cfg.http.union_cache.ms()),
     };
     let q = Query {
         board: args.board,

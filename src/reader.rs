@@ -19,6 +19,7 @@
 mod periods;
 pub mod ranks;
 mod styled;
+pub mod union;
 
 use std::sync::Arc;
 
@@ -38,6 +39,7 @@ use crate::sink::store::{Store, StoreError, server_error};
 
 pub use periods::{PeriodInfo, PeriodList, periodic_view};
 pub use ranks::RankStyle;
+pub use union::{UnionOffer, Unions};
 
 /// Most ids one members read takes (SPEC §8.4).
 pub const MAX_IDS: usize = 1000;
@@ -251,6 +253,9 @@ struct Located<'b> {
     /// The period asked for, when it is not the current one: then a key
     /// that does not exist sends the read to the archive.
     past: Option<PeriodKey>,
+    /// For a rolling view (`last:7d`): the union to compute into `key`
+    /// before reading it.
+    union: Option<union::UnionPlan>,
 }
 
 /// Reads boards from Redis, and closed periods from the archive.
@@ -261,6 +266,9 @@ pub struct Reader {
     pub clock: SharedClock,
     /// The archive (`[archive] url`), for periods no longer in Redis.
     pub archive: Option<ArchiveReader>,
+    /// Rolling views being computed, and how long a result is reused
+    /// (`[http] union_cache`).
+    pub unions: Unions,
 }
 
 /// Checks that `q` names a board and view and that its scope and period fit
@@ -278,31 +286,35 @@ fn locate<'b>(boards: &'b BoardSet, now_ms: i64, q: &Query) -> Result<Located<'b
         .enumerate()
         .find(|(_, b)| b.name == q.board)
         .ok_or_else(|| ReadError::UnknownBoard(q.board.clone()))?;
+    if let Some(view) = union::parse(&q.view) {
+        let view = view?;
+        check_scope(board, q)?;
+        let tag = keys::instance_tag(&board.name, q.scope.as_deref());
+        let (plan, newest) = union::plan(
+            &boards.key_prefix,
+            board,
+            &tag,
+            view,
+            q.period.as_deref(),
+            now_ms,
+        )?;
+        return Ok(Located {
+            board,
+            board_index,
+            key: plan.result.clone(),
+            tag,
+            period: Some(newest),
+            window: false,
+            past: None,
+            union: Some(plan),
+        });
+    }
     let spec = board.view(&q.view).ok_or_else(|| ReadError::UnknownView {
         board: board.name.clone(),
         view: q.view.clone(),
-        known: board
-            .views
-            .iter()
-            .map(ViewSpec::name)
-            .collect::<Vec<_>>()
-            .join(", "),
+        known: union::known_views(board),
     })?;
-    match (&board.scope, &q.scope) {
-        (Some(_), None) => {
-            return Err(ReadError::bad(
-                "scope",
-                format!("board {:?} is scoped: give scope=<value>", board.name),
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(ReadError::bad(
-                "scope",
-                format!("board {:?} has no scope; scope= does not apply", board.name),
-            ));
-        }
-        _ => {}
-    }
+    check_scope(board, q)?;
     let tag = keys::instance_tag(&board.name, q.scope.as_deref());
     let (view_id, period, window) = view_of(spec, board, q.period.as_deref(), now_ms)?;
     let past = match (spec, &period) {
@@ -326,7 +338,23 @@ fn locate<'b>(boards: &'b BoardSet, now_ms: i64, q: &Query) -> Result<Located<'b
         period,
         window,
         past,
+        union: None,
     })
+}
+
+/// Whether `q` gives a scope exactly when the board is scoped.
+fn check_scope(board: &Board, q: &Query) -> Result<(), ReadError> {
+    match (&board.scope, &q.scope) {
+        (Some(_), None) => Err(ReadError::bad(
+            "scope",
+            format!("board {:?} is scoped: give scope=<value>", board.name),
+        )),
+        (None, Some(_)) => Err(ReadError::bad(
+            "scope",
+            format!("board {:?} has no scope; scope= does not apply", board.name),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The view id in keys, the period id shown, and whether it is a window.
@@ -390,6 +418,9 @@ impl Reader {
     async fn prepare(&self, at: &Located<'_>) -> Result<(), ReadError> {
         if at.window {
             self.trim_window(at.board_index, &at.tag).await?;
+        }
+        if let Some(plan) = &at.union {
+            self.unions.ensure(&self.store, plan).await?;
         }
         Ok(())
     }
@@ -837,7 +868,7 @@ windows = ["1h/1m"]
         );
         assert_eq!(
             refused(&q("total", "week", None, None)),
-            "other: board \"total\" has no view \"week\" (it has: all, day)"
+            "other: board \"total\" has no view \"week\" (it has: all, day, last:<N>d (N up to 35))"
         );
     }
 

@@ -174,6 +174,7 @@ impl Direct {
             store: self.store.clone(),
             clock,
             archive: None,
+            unions: Default::default(),
         }
     }
 }

@@ -1,0 +1,97 @@
+-- rankflow union script (SPEC §8.3): a `last:<N><unit>` view computed at
+-- read time from the period boards it covers, into a result key that lives
+-- `[http] union_cache`. Every key is under the instance's hash tag, so the
+-- call stays in one slot on a Redis Cluster.
+--
+-- KEYS[1]  the result sorted set; KEYS[2] its time hash (tie-break boards:
+--          member -> tie time, what the read script's HGET finds)
+-- KEYS[3..] the period boards, newest first (missing ones count as empty)
+-- ARGV[1]  aggregate: "sum" | "max" | "min"
+-- ARGV[2]  tie code: "n" (no tie key), "a" (key = time), "d" (key = 2^48-1-time)
+-- ARGV[3]  time to live of the result, ms
+--
+-- Reply: 0 when the result key already existed (nothing was computed),
+-- else 1 + the number of members of the new result.
+
+local dst, times = KEYS[1], KEYS[2]
+local agg, tie, ttl = ARGV[1], ARGV[2], ARGV[3]
+
+-- A result still alive is the answer: no second computation while it lasts.
+if redis.call("EXISTS", dst) == 1 then return 0 end
+
+-- (A union covers at most a few hundred periods: unpack() of its keys
+-- stays far inside Lua's stack.)
+local sources = {}
+for i = 3, #KEYS do sources[#sources + 1] = KEYS[i] end
+
+if tie == "n" then
+  -- Plain boards: members are stored as themselves, Redis does it all.
+  local args = { dst, #sources }
+  for _, key in ipairs(sources) do args[#args + 1] = key end
+  args[#args + 1] = "AGGREGATE"
+  args[#args + 1] = string.upper(agg)
+  local n = redis.call("ZUNIONSTORE", unpack(args))
+  if n > 0 then redis.call("PEXPIRE", dst, ttl) end
+  return 1 + n
+end
+
+-- Tie-break boards: each period stores a member behind its own 12-hex tie
+-- key, so ZUNIONSTORE would keep one entry per period. Decode, aggregate per
+-- member, and re-encode with the union's tie time:
+--   sum      the latest tie time among the member's periods (when its
+--            total last changed, as a period board's tie time is);
+--   max/min  the tie time of the winning value, the earliest one when
+--            several periods hold that same value.
+local MAXT = 281474976710655
+local score, at, order = {}, {}, {}
+for _, key in ipairs(sources) do
+  local rows = redis.call("ZRANGE", key, 0, -1, "WITHSCORES")
+  for i = 1, #rows, 2 do
+    local stored = rows[i]
+    local k = tonumber(string.sub(stored, 1, 12), 16)
+    local m = string.sub(stored, 13)
+    local x = tonumber(rows[i + 1])
+    local t = k
+    if tie == "d" then t = MAXT - k end
+    local s = score[m]
+    if s == nil then
+      score[m], at[m] = x, t
+      order[#order + 1] = m
+    elseif agg == "sum" then
+      score[m] = s + x
+      if t > at[m] then at[m] = t end
+    elseif (agg == "max" and x > s) or (agg == "min" and x < s) then
+      score[m], at[m] = x, t
+    elseif x == s and t < at[m] then
+      at[m] = t
+    end
+  end
+end
+
+-- Written in chunks: unpack() of a whole large board would overflow Lua's
+-- stack.
+local CHUNK = 500
+local zargs, hargs = {}, {}
+local function flush()
+  if #zargs > 0 then
+    redis.call("ZADD", dst, unpack(zargs))
+    redis.call("HSET", times, unpack(hargs))
+    zargs, hargs = {}, {}
+  end
+end
+for _, m in ipairs(order) do
+  local t = at[m]
+  local k = t
+  if tie == "d" then k = MAXT - t end
+  zargs[#zargs + 1] = string.format("%.17g", score[m])
+  zargs[#zargs + 1] = string.format("%012x", k) .. m
+  hargs[#hargs + 1] = m
+  hargs[#hargs + 1] = string.format("%.0f", t)
+  if #zargs >= 2 * CHUNK then flush() end
+end
+flush()
+if #order > 0 then
+  redis.call("PEXPIRE", dst, ttl)
+  redis.call("PEXPIRE", times, ttl)
+end
+return 1 + #order
