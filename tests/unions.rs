@@ -59,6 +59,16 @@ timezone = "Asia/Tokyo"
 retention = { day = "800d" }
 
 [[board]]
+name = "per_game"
+event = "score"
+member = "user_id"
+score = "points"
+scope = "game_id"
+periods = ["day"]
+timezone = "Asia/Tokyo"
+retention = { day = "800d" }
+
+[[board]]
 name = "short"
 event = "score"
 member = "user_id"
@@ -261,6 +271,16 @@ async fn rolling_views_equal_the_reference_across_a_month_in_tokyo() {
             None,
         ),
         ("heat", "last:1d", "", today, today, "sum", None),
+        // One scope of a scoped board (every event is in game g).
+        (
+            "per_game",
+            "last:7d",
+            "&scope=g",
+            date(2026, 10, 30),
+            today,
+            "sum",
+            None,
+        ),
         // The range moved into the past, across the month boundary.
         (
             "heat",
@@ -496,12 +516,13 @@ async fn bad_union_views_are_refused_with_the_reason() {
         ("latest/last:2d/top", 400, "last value"),
         ("heat/last:3d/top?period=2026-02-30", 400, "period"),
         ("heat/last:3d/members/nobody", 404, "nobody"),
+        ("per_game/last:3d/top", 400, "scope"),
     ] {
         let (got, body) = get_json(&format!("{base}/v1/boards/{path}")).await;
         let error = body["error"].as_str().unwrap_or_default();
         assert_eq!(got, status, "{path}: {body}");
         assert!(error.contains(words), "{path}: {error}");
-        if status == 400 && !path.contains("period=") {
+        if status == 400 && !path.contains("period=") && !path.contains("per_game") {
             assert!(error.contains("view"), "{path}: {error}");
         }
     }
@@ -527,8 +548,15 @@ async fn a_union_is_computed_once_per_ttl_and_once_for_concurrent_readers() {
     assert_eq!(first.total, want.len() as u64);
     assert_eq!(calls(&redis, "zunionstore"), before + 1);
     let key = format!("{prefix}:{{heat}}:u:last:7d:2026-11-05");
-    let pttl: i64 = redis.cli(&["PTTL", &key]).trim().parse().unwrap_or(-3);
-    assert!(pttl > 0 && pttl <= ttl, "{key} PTTL {pttl}");
+    let pttl = |k: &str| -> i64 { redis.cli(&["PTTL", k]).trim().parse().unwrap_or(-3) };
+    let marker = format!("{key}:fresh");
+    // Fresh for the TTL; the result itself a grace (min(TTL, 1 s)) longer.
+    assert!(pttl(&marker) > 0 && pttl(&marker) <= ttl, "{marker} PTTL");
+    assert!(
+        pttl(&key) > ttl && pttl(&key) <= 2 * ttl,
+        "{key} PTTL {}",
+        pttl(&key)
+    );
     // Within the TTL: pages, members and around reuse the result.
     r.top(&q("last:7d"), 2, 3).await.expect("page");
     r.member(&q("last:7d"), &want[0].0).await.expect("member");
@@ -541,9 +569,11 @@ async fn a_union_is_computed_once_per_ttl_and_once_for_concurrent_readers() {
         "reused within the TTL"
     );
     // After the TTL: computed afresh, once.
-    wait_for(Duration::from_secs(10), "the result to expire", || async {
-        (redis.cli(&["EXISTS", &key]).trim() == "0").then_some(())
-    })
+    wait_for(
+        Duration::from_secs(10),
+        "the result to go stale",
+        || async { (redis.cli(&["EXISTS", &marker]).trim() == "0").then_some(()) },
+    )
     .await;
     let again = r.top(&q("last:7d"), 0, 1000).await.expect("read");
     assert_eq!(again.entries, first.entries);

@@ -4,25 +4,41 @@
 -- call stays in one slot on a Redis Cluster.
 --
 -- KEYS[1]  the result sorted set; KEYS[2] its time hash (tie-break boards:
---          member -> tie time, what the read script's HGET finds)
--- KEYS[3..] the period boards, newest first (missing ones count as empty)
+--          member -> tie time, what the read script's HGET finds);
+--          KEYS[3] its freshness marker
+-- KEYS[4..] the period boards, newest first (missing ones count as empty)
 -- ARGV[1]  aggregate: "sum" | "max" | "min"
 -- ARGV[2]  tie code: "n" (no tie key), "a" (key = time), "d" (key = 2^48-1-time)
--- ARGV[3]  time to live of the result, ms
+-- ARGV[3]  how long the result is reused (union_cache), ms
+-- ARGV[4]  grace, ms: the result outlives its marker by this much
 --
--- Reply: 0 when the result key already existed (nothing was computed),
--- else 1 + the number of members of the new result.
+-- Reply: 0 when the result was fresh (nothing was computed), else 1 + the
+-- number of members of the new result.
+--
+-- The marker lives union_cache, the result union_cache + grace: a reader
+-- told "fresh" just before the marker expires still finds the result when
+-- it reads it a moment later, instead of an empty board.
 
-local dst, times = KEYS[1], KEYS[2]
-local agg, tie, ttl = ARGV[1], ARGV[2], ARGV[3]
+local dst, times, fresh = KEYS[1], KEYS[2], KEYS[3]
+local agg, tie, ttl, grace = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
--- A result still alive is the answer: no second computation while it lasts.
-if redis.call("EXISTS", dst) == 1 then return 0 end
+-- A fresh result is the answer: no second computation while it lasts.
+if redis.call("EXISTS", fresh) == 1 then return 0 end
+-- A stale one (in its grace) is replaced whole, never added to.
+redis.call("UNLINK", dst, times)
+
+local function keep(n)
+  if n > 0 then
+    redis.call("PEXPIRE", dst, ttl + grace)
+    if tie ~= "n" then redis.call("PEXPIRE", times, ttl + grace) end
+    redis.call("SET", fresh, "1", "PX", ttl)
+  end
+end
 
 -- (A union covers at most a few hundred periods: unpack() of its keys
 -- stays far inside Lua's stack.)
 local sources = {}
-for i = 3, #KEYS do sources[#sources + 1] = KEYS[i] end
+for i = 4, #KEYS do sources[#sources + 1] = KEYS[i] end
 
 if tie == "n" then
   -- Plain boards: members are stored as themselves, Redis does it all.
@@ -31,7 +47,7 @@ if tie == "n" then
   args[#args + 1] = "AGGREGATE"
   args[#args + 1] = string.upper(agg)
   local n = redis.call("ZUNIONSTORE", unpack(args))
-  if n > 0 then redis.call("PEXPIRE", dst, ttl) end
+  keep(n)
   return 1 + n
 end
 
@@ -90,8 +106,5 @@ for _, m in ipairs(order) do
   if #zargs >= 2 * CHUNK then flush() end
 end
 flush()
-if #order > 0 then
-  redis.call("PEXPIRE", dst, ttl)
-  redis.call("PEXPIRE", times, ttl)
-end
+keep(#order)
 return 1 + #order

@@ -4,9 +4,10 @@
 //! owns the view grammar and its limits ([`parse`], [`max_n`], [`offered`]),
 //! the plan of one union (its period keys and result key, [`plan`]), and
 //! computing it: one call of `union.lua` that returns at once while the
-//! result key lives, else builds it (`ZUNIONSTORE`, or a per-member
-//! union in Lua for tie-break boards) with a time to live of
-//! `[http] union_cache`; concurrent readers of one union in this process
+//! result is fresh (its marker key lives `[http] union_cache`), else builds
+//! it (`ZUNIONSTORE`, or a per-member union in Lua for tie-break boards),
+//! the result living up to a second longer than its marker so that a read
+//! told "fresh" never finds it gone; concurrent readers of one union in this process
 //! wait for a single call, and readers in the first half of the life of a
 //! result this process built read it without a call ([`Unions`]).
 //!
@@ -42,6 +43,11 @@ pub const MAX_UNION_PERIODS: u32 = 400;
 /// Default time to live of a union's result (`[http] union_cache`).
 pub const DEFAULT_UNION_CACHE_MS: i64 = 1_000;
 
+/// How much longer than `union_cache` a result outlives its freshness
+/// marker (at most its own TTL): time enough for a read that was told the
+/// result is fresh to read it.
+const MAX_GRACE_MS: i64 = 1_000;
+
 /// The unit letters of `last:<N><unit>`, and the period kind each reads.
 const UNITS: [(&str, PeriodKind); 5] = [
     ("h", PeriodKind::Hour),
@@ -66,6 +72,9 @@ pub(super) struct UnionPlan {
     pub result: String,
     /// Its tie time hash (tie-break boards; else unused).
     pub times: String,
+    /// Exists while the result is fresh (lives `union_cache`; the result
+    /// a grace longer).
+    pub fresh: String,
     /// The period boards, newest first.
     pub sources: Vec<String>,
     pub aggregate: &'static str,
@@ -211,6 +220,7 @@ pub(super) fn plan(
     let result = keys::view_key(prefix, tag, &format!("u:last:{n}{unit}:{}", newest.id));
     let plan = UnionPlan {
         times: keys::helper(&result, "t"),
+        fresh: keys::helper(&result, "fresh"),
         result,
         sources,
         aggregate: match board.aggregate {
@@ -335,12 +345,13 @@ impl Unions {
 
     /// Runs the union script; whether it built a (non-empty) result.
     async fn compute(&self, store: &Store, plan: &UnionPlan) -> Result<bool, ReadError> {
-        let mut keys: Vec<&str> = vec![&plan.result, &plan.times];
+        let mut keys: Vec<&str> = vec![&plan.result, &plan.times, &plan.fresh];
         keys.extend(plan.sources.iter().map(String::as_str));
         let args = [
             plan.aggregate.to_string(),
             plan.tie.to_string(),
             self.ttl_ms.to_string(),
+            self.ttl_ms.min(MAX_GRACE_MS).to_string(),
         ];
         let reply = eval(store, &keys, &args).await?;
         let made: i64 = redis::from_redis_value(reply)
