@@ -7,8 +7,9 @@
 //! calendar would misplace them, `period=` in the past, a tie-break board
 //! (its tie order follows the documented rule), a max board with equal
 //! maxima in two periods, rank styles, member lists, `around`, the board
-//! listing and bad views. Caching and single flight are checked with
-//! `INFO commandstats`; the last test runs on a 3-primary Redis Cluster.
+//! listing and bad views; `last:24h` across New York's fall-back night.
+//! Caching and single flight are checked with `INFO commandstats`; one test
+//! runs on a 3-primary Redis Cluster, one runs `rankflow top` and `check`.
 
 mod common;
 
@@ -709,4 +710,76 @@ async fn rankflow_top_reads_a_rolling_view_and_check_shows_the_cache() {
     assert_eq!(got, want, "{stdout}");
     let checked = run(&["check"], &[("RANKFLOW_HTTP_UNION_CACHE", "250ms")]);
     assert!(checked.contains("union views cached 250ms"), "{checked}");
+}
+
+/// `last:24h` and `last:2d` in America/New_York across the fall-back night
+/// (2026-11-01 02:00 EDT → 01:00 EST): the 24 hour periods back from
+/// 12:00 EST span 25 real hours, since both real 01:xx hours are the one
+/// period `T01`. The reference steps back through real hours and collects
+/// local hour labels with chrono-tz, independently of rankflow's calendar.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_24_hours_span_the_fall_back_night_in_new_york() {
+    let ny: Tz = chrono_tz::America::New_York;
+    let redis = Redis::start();
+    let boards = r#"
+[[board]]
+name = "ny"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["hour", "day"]
+timezone = "America/New_York"
+retention = { hour = "800d", day = "800d" }
+"#;
+    let hour = 3_600_000;
+    let start = chrono::DateTime::parse_from_rfc3339("2026-10-31T00:20:00Z")
+        .expect("time")
+        .timestamp_millis();
+    let now = start + 41 * hour; // 2026-11-01T17:20Z = 12:20 EST
+    let evs: Vec<Ev> = (0..42)
+        .map(|i| (format!("m{}", i % 5), start + i * hour, 1 + i * 7 % 23))
+        .collect();
+    let batch: Vec<Value> = evs
+        .iter()
+        .enumerate()
+        .map(|(i, (m, ts, p))| json!({"type": "score", "event_id": format!("n{i}"), "ts": ts, "user_id": m, "game_id": "g", "points": p}))
+        .collect();
+    let mut d = Direct::new(&redis.url(), &unique("ny"), boards, now).await;
+    d.apply(&batch).await;
+    let base = serve(&d, 1_000).await;
+    let local = |ts: i64, fmt: &str| {
+        chrono::DateTime::from_timestamp_millis(ts)
+            .expect("ts")
+            .with_timezone(&ny)
+            .format(fmt)
+            .to_string()
+    };
+    let mut labels = BTreeSet::new();
+    let mut t = now;
+    while labels.len() < 24 {
+        labels.insert(local(t, "%Y-%m-%dT%H"));
+        t -= hour;
+    }
+    let sum_where = |keep: &dyn Fn(i64) -> bool| {
+        let mut acc: BTreeMap<String, i64> = BTreeMap::new();
+        for (m, ts, p) in &evs {
+            if keep(*ts) {
+                *acc.entry(m.clone()).or_default() += p;
+            }
+        }
+        let mut rows: Vec<(String, i64)> = acc.into_iter().collect();
+        rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        rows
+    };
+    let in_hours = |ts: i64| labels.contains(&local(ts, "%Y-%m-%dT%H"));
+    // 25 real hours of events, one per hour, in the 24 periods.
+    assert_eq!(evs.iter().filter(|e| in_hours(e.1)).count(), 25);
+    let (status, body) = get_json(&format!("{base}/v1/boards/ny/last:24h/top?limit=100")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["period"], "2026-11-01T12");
+    assert_eq!(rows(&body), sum_where(&in_hours), "last:24h");
+    let days = ["2026-10-31", "2026-11-01"];
+    let in_days = |ts: i64| days.contains(&local(ts, "%Y-%m-%d").as_str());
+    let (_, body) = get_json(&format!("{base}/v1/boards/ny/last:2d/top?limit=100")).await;
+    assert_eq!(rows(&body), sum_where(&in_days), "last:2d");
 }
