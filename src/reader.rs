@@ -18,6 +18,7 @@
 
 mod periods;
 pub mod ranks;
+mod script;
 mod styled;
 pub mod union;
 

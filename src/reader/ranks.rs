@@ -21,11 +21,10 @@
 //! (a longer walk continues in further calls, each atomic on its own);
 //! composite boards have no walk and refuse dense ranks then.
 
-use std::sync::RwLock;
-
 use redis::Value;
 use serde::Serialize;
 
+use super::script::ReadScript;
 use crate::sink::store::{Store, StoreError};
 
 /// The read script.
@@ -108,59 +107,12 @@ impl Styler {
     }
 }
 
-/// SHA1 of [`RANKS_LUA`] once Redis has it (the same on every server: the
-/// text carries no nonce, since a read script has no state to lose).
-static SHA: RwLock<Option<String>> = RwLock::new(None);
+static SCRIPT: ReadScript = ReadScript::new("ranks", RANKS_LUA);
 
-fn cached_sha() -> Option<String> {
-    match SHA.read() {
-        Ok(s) => s.clone(),
-        Err(poisoned) => poisoned.into_inner().clone(),
-    }
-}
-
-async fn load(store: &Store) -> Result<String, StoreError> {
-    let sha: String = store
-        .query(redis::cmd("SCRIPT").arg("LOAD").arg(RANKS_LUA))
-        .await?;
-    if let Ok(mut s) = SHA.write() {
-        *s = Some(sha.clone());
-    }
-    Ok(sha)
-}
-
-fn is_noscript(r: &Result<Value, StoreError>) -> bool {
-    match r {
-        Err(StoreError::Redis(e)) => e.code() == Some("NOSCRIPT"),
-        Ok(Value::ServerError(e)) => e.code() == "NOSCRIPT",
-        _ => false,
-    }
-}
-
-/// Runs the read script: one `EVALSHA` (plus a `SCRIPT LOAD` the first
-/// time, or when Redis restarted and forgot it).
+/// The read script: one `EVALSHA` (plus a `SCRIPT LOAD` the first time,
+/// or when Redis restarted and forgot it).
 pub async fn eval(store: &Store, keys: &[&str], args: &[String]) -> Result<Value, StoreError> {
-    let call = |sha: &str| {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(sha).arg(keys.len()).arg(keys).arg(args);
-        cmd
-    };
-    let sha = match cached_sha() {
-        Some(sha) => sha,
-        None => load(store).await?,
-    };
-    let first = store.query::<Value>(&call(&sha)).await;
-    let answer = if is_noscript(&first) {
-        tracing::info!("Redis does not have the rank read script; loading it again.");
-        let sha = load(store).await?;
-        store.query::<Value>(&call(&sha)).await
-    } else {
-        first
-    };
-    match answer? {
-        Value::ServerError(e) => Err(StoreError::Server(format!("{e:?}"))),
-        v => Ok(v),
-    }
+    SCRIPT.eval(store, keys, args).await
 }
 
 #[cfg(test)]

@@ -19,13 +19,14 @@
 //! empty: a union covers what is still in Redis.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::Value;
 use serde::Serialize;
 use tokio::sync::OnceCell;
 
+use super::script::ReadScript;
 use super::{BadParam, ReadError};
 use crate::board::duration::{DAY_MS, HOUR_MS, Span};
 use crate::board::keys;
@@ -369,58 +370,12 @@ impl Unions {
     }
 }
 
-/// SHA1 of [`UNION_LUA`] once Redis has it.
-static SHA: RwLock<Option<String>> = RwLock::new(None);
-
-fn cached_sha() -> Option<String> {
-    match SHA.read() {
-        Ok(s) => s.clone(),
-        Err(poisoned) => poisoned.into_inner().clone(),
-    }
-}
-
-async fn load(store: &Store) -> Result<String, StoreError> {
-    let sha: String = store
-        .query(redis::cmd("SCRIPT").arg("LOAD").arg(UNION_LUA))
-        .await?;
-    if let Ok(mut s) = SHA.write() {
-        *s = Some(sha.clone());
-    }
-    Ok(sha)
-}
-
-fn is_noscript(r: &Result<Value, StoreError>) -> bool {
-    match r {
-        Err(StoreError::Redis(e)) => e.code() == Some("NOSCRIPT"),
-        Ok(Value::ServerError(e)) => e.code() == "NOSCRIPT",
-        _ => false,
-    }
-}
+static SCRIPT: ReadScript = ReadScript::new("union", UNION_LUA);
 
 /// One `EVALSHA` of the union script (plus a `SCRIPT LOAD` the first time,
 /// or when Redis restarted and forgot it).
 async fn eval(store: &Store, keys: &[&str], args: &[String]) -> Result<Value, StoreError> {
-    let call = |sha: &str| {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(sha).arg(keys.len()).arg(keys).arg(args);
-        cmd
-    };
-    let sha = match cached_sha() {
-        Some(sha) => sha,
-        None => load(store).await?,
-    };
-    let first = store.query::<Value>(&call(&sha)).await;
-    let answer = if is_noscript(&first) {
-        tracing::info!("Redis does not have the union script; loading it again.");
-        let sha = load(store).await?;
-        store.query::<Value>(&call(&sha)).await
-    } else {
-        first
-    };
-    match answer? {
-        Value::ServerError(e) => Err(StoreError::Server(format!("{e:?}"))),
-        v => Ok(v),
-    }
+    SCRIPT.eval(store, keys, args).await
 }
 
 #[cfg(test)]
