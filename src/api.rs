@@ -122,6 +122,9 @@ struct BoardInfo {
     /// Rolling views computed at read time (SPEC §8.3), e.g.
     /// `{"view": "last:<N>d", "max_n": 35}`.
     unions: Vec<reader::UnionOffer>,
+    /// Scoped boards: reading several scopes as one (SPEC §8.3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scope_unions: Option<reader::union::ScopeUnionOffer>,
 }
 
 #[derive(Debug, Serialize)]
@@ -143,11 +146,7 @@ async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
         .boards
         .iter()
         .map(|b| {
-            let tag = if b.scope.is_some() {
-                format!("{}:<scope>", b.name)
-            } else {
-                b.name.clone()
-            };
+            let tag = b.tag(b.scope.is_some().then_some("<scope>"));
             let views = b
                 .views
                 .iter()
@@ -194,9 +193,10 @@ async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
                         .collect()
                 }),
                 timezone: b.tz.name().to_string(),
-                key_pattern: format!("{prefix}:{{{tag}}}:<view>"),
+                key_pattern: crate::board::keys::view_key(prefix, &tag, "<view>"),
                 views,
                 unions: reader::union::offered(b),
+                scope_unions: reader::union::scope_offer(b),
             }
         })
         .collect();
@@ -208,6 +208,7 @@ fn query(board: String, view: String, p: Params) -> reader::Query {
         board,
         view,
         scope: p.scope,
+        scope_union: p.scope_union,
         period: p.period,
     }
 }

@@ -108,8 +108,9 @@ pub struct TopArgs {
     pub view: String,
     #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
     pub config: PathBuf,
+    /// A scope; give it several times for their union, or `*` for all.
     #[arg(long)]
-    pub scope: Option<String>,
+    pub scope: Vec<String>,
     /// Period id, e.g. `2026-W47` (default: the current one).
     #[arg(long)]
     pub period: Option<String>,
@@ -169,11 +170,7 @@ pub fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
 }
 
 fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
-    let tag = if b.scope.is_some() {
-        format!("{}:<scope>", b.name)
-    } else {
-        b.name.clone()
-    };
+    let tag = b.tag(b.scope.is_some().then_some("<scope>"));
     let _ = writeln!(out, "\nboard {} (event {})", b.name, b.event.name());
     if let Some(f) = &b.filter {
         let _ = writeln!(out, "  filter     {}", f.source());
@@ -344,10 +341,11 @@ pub fn render(list: &List) -> String {
             .as_deref()
             .map(|p| format!(" {p}"))
             .unwrap_or_default(),
-        list.scope
-            .as_deref()
-            .map(|s| format!(" scope={s}"))
-            .unwrap_or_default(),
+        match (&list.scope, &list.scopes) {
+            (Some(s), _) => format!(" scope={s}"),
+            (None, Some(all)) => format!(" scopes={}", all.join(",")),
+            (None, None) => String::new(),
+        },
         list.total,
         list.source.name()
     );

@@ -188,10 +188,16 @@ async fn top(args: TopArgs, clock: SharedClock) -> anyhow::Result<ExitCode> {
         archive,
         unions: rankflow::reader::Unions::new(cfg.http.union_cache.ms()),
     };
+    let given: Vec<&str> = args.scope.iter().map(String::as_str).collect();
+    let (scope, scope_union) = match rankflow::reader::ScopeUnion::choose(&given) {
+        Ok(choice) => choice,
+        Err(e) => return Ok(config_error(format!("--scope: {e}"))),
+    };
     let q = Query {
         board: args.board,
         view: args.view,
-        scope: args.scope,
+        scope,
+        scope_union,
         period: args.period,
     };
     cli::top(&reader, &q, args.limit, args.rank, args.watch).await?;

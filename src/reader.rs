@@ -18,6 +18,7 @@
 
 mod periods;
 pub mod ranks;
+mod scopes;
 mod script;
 mod styled;
 pub mod union;
@@ -40,6 +41,7 @@ use crate::sink::store::{Store, StoreError, server_error};
 
 pub use periods::{PeriodInfo, PeriodList, periodic_view};
 pub use ranks::RankStyle;
+pub use scopes::{MAX_LISTED_SCOPES, MAX_UNION_KEYS, ScopeUnion};
 pub use union::{UnionOffer, Unions};
 
 /// Most ids one members read takes (SPEC §8.4).
@@ -104,6 +106,9 @@ pub struct List {
     pub view: String,
     pub period: Option<String>,
     pub scope: Option<String>,
+    /// The scopes of a union of scopes (`["*"]` for all of them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
     pub total: u64,
     pub entries: Vec<Entry>,
     pub source: Source,
@@ -117,6 +122,9 @@ pub struct MemberList {
     pub view: String,
     pub period: Option<String>,
     pub scope: Option<String>,
+    /// The scopes of a union of scopes (`["*"]` for all of them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
     pub source: Source,
     pub total: u64,
     pub entries: Vec<Entry>,
@@ -163,6 +171,8 @@ pub struct Query {
     pub board: String,
     pub view: String,
     pub scope: Option<String>,
+    /// Several scopes read as one (then `scope` is `None`).
+    pub scope_union: Option<ScopeUnion>,
     pub period: Option<String>,
 }
 
@@ -287,10 +297,30 @@ fn locate<'b>(boards: &'b BoardSet, now_ms: i64, q: &Query) -> Result<Located<'b
         .enumerate()
         .find(|(_, b)| b.name == q.board)
         .ok_or_else(|| ReadError::UnknownBoard(q.board.clone()))?;
+    if let Some(which) = &q.scope_union {
+        let (plan, period) = scopes::plan(
+            &boards.key_prefix,
+            board,
+            which,
+            &q.view,
+            q.period.as_deref(),
+            now_ms,
+        )?;
+        return Ok(Located {
+            board,
+            board_index,
+            key: plan.result.clone(),
+            tag: board.name.clone(),
+            period,
+            window: false,
+            past: None,
+            union: Some(plan),
+        });
+    }
     if let Some(view) = union::parse(&q.view) {
         let view = view?;
         check_scope(board, q)?;
-        let tag = keys::instance_tag(&board.name, q.scope.as_deref());
+        let tag = board.tag(q.scope.as_deref());
         let (plan, newest) = union::plan(
             &boards.key_prefix,
             board,
@@ -316,7 +346,7 @@ fn locate<'b>(boards: &'b BoardSet, now_ms: i64, q: &Query) -> Result<Located<'b
         known: union::known_views(board),
     })?;
     check_scope(board, q)?;
-    let tag = keys::instance_tag(&board.name, q.scope.as_deref());
+    let tag = board.tag(q.scope.as_deref());
     let (view_id, period, window) = view_of(spec, board, q.period.as_deref(), now_ms)?;
     let past = match (spec, &period) {
         (ViewSpec::Period { kind, .. }, Some(id))
@@ -421,7 +451,21 @@ impl Reader {
             self.trim_window(at.board_index, &at.tag).await?;
         }
         if let Some(plan) = &at.union {
-            self.unions.ensure(&self.store, plan).await?;
+            if plan.cross_slot && self.store.is_cluster() {
+                return Err(ReadError::bad(
+                    "scope",
+                    format!(
+                        "board {:?} keeps each scope in its own Redis Cluster slot, so its scopes cannot be read as one union: set scope_slot = \"board\" on the board to keep them in one slot",
+                        at.board.name
+                    ),
+                ));
+            }
+            let trim = union::Trim {
+                boards: &self.boards,
+                board_index: at.board_index,
+                now_ms: self.clock.now_ms(),
+            };
+            self.unions.ensure(&self.store, plan, trim).await?;
         }
         Ok(())
     }
@@ -439,6 +483,7 @@ impl Reader {
             view: q.view.clone(),
             period: at.period.clone(),
             scope: q.scope.clone(),
+            scopes: q.scope_union.as_ref().map(ScopeUnion::shown),
             total,
             entries,
             source,
@@ -566,6 +611,7 @@ impl Reader {
             view: q.view.clone(),
             period: at.period.clone(),
             scope: q.scope.clone(),
+            scopes: q.scope_union.as_ref().map(ScopeUnion::shown),
             source,
             total,
             entries,
@@ -821,6 +867,7 @@ windows = ["1h/1m"]
             board: board.into(),
             view: view.into(),
             scope: scope.map(str::to_string),
+            scope_union: None,
             period: period.map(str::to_string),
         }
     }

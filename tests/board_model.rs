@@ -251,6 +251,7 @@ async fn run_case(redis_url: &str, case: Case) -> Result<(), TestCaseError> {
             board: "b".into(),
             view: view.clone(),
             scope: None,
+            scope_union: None,
             period: period.clone(),
         };
         let got = reader

@@ -26,6 +26,7 @@ async fn total(d: &Direct, view: &str, period: Option<&str>) -> Option<f64> {
         board: "b".into(),
         view: view.into(),
         scope: None,
+        scope_union: None,
         period: period.map(str::to_string),
     };
     d.reader().member(&q, "u").await.ok().map(|e| e.score)
@@ -102,6 +103,7 @@ retention = { hour = "800d", day = "800d" }
         board: "b".into(),
         view: "hour".into(),
         scope: None,
+        scope_union: None,
         period: Some("2026-03-08T02".into()),
     };
     assert!(matches!(

@@ -228,6 +228,7 @@ fn query(board: &str) -> Query {
         board: board.to_string(),
         view: "all".to_string(),
         scope: None,
+        scope_union: None,
         period: None,
     }
 }

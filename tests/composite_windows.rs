@@ -271,6 +271,7 @@ fn query(board: &str, view: &str) -> Query {
         board: board.to_string(),
         view: view.to_string(),
         scope: None,
+        scope_union: None,
         period: None,
     }
 }

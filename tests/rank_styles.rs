@@ -730,6 +730,7 @@ async fn the_dense_index_holds_each_distinct_value_once_through_every_write_path
                 board: board.into(),
                 view: view.into(),
                 scope: None,
+                scope_union: None,
                 period: None,
             };
             let list = reader
@@ -785,6 +786,7 @@ async fn a_view_with_members_before_the_index_never_gets_a_partial_one() {
         board: "imin".into(),
         view: "all".into(),
         scope: None,
+        scope_union: None,
         period: None,
     };
     let list = direct
@@ -864,6 +866,7 @@ async fn a_dense_page_at_the_bottom_of_200_000_values_costs_what_one_at_the_top_
         board: "isum".into(),
         view: "all".into(),
         scope: None,
+        scope_union: None,
         period: None,
     };
     let mut cost = Vec::new();

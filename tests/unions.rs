@@ -541,6 +541,7 @@ async fn a_union_is_computed_once_per_ttl_and_once_for_concurrent_readers() {
         board: "heat".into(),
         view: view.into(),
         scope: None,
+        scope_union: None,
         period: None,
     };
     let want = reference(&evs, date(2026, 10, 30), date(2026, 11, 5), "sum", None);

@@ -13,7 +13,9 @@
 //! (`rank=ordinal|competition|dense`, SPEC §8.4) implements [`Choice`] and
 //! its arm is `p.rank = Some(choice(name, raw)?)`.
 
-use crate::reader::{BadParam, MAX_LIMIT, MAX_OFFSET, MAX_RADIUS, RankStyle, out_of_range};
+use crate::reader::{
+    BadParam, MAX_LIMIT, MAX_OFFSET, MAX_RADIUS, RankStyle, ScopeUnion, out_of_range,
+};
 
 /// Every parameter any read route takes, for telling "unknown" from "not
 /// taken by this route" in errors.
@@ -60,7 +62,10 @@ impl Route {
 /// The checked parameters of one request; `None` where not given.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Params {
+    /// One scope.
     pub scope: Option<String>,
+    /// `scope` given with several values, or `*` (SPEC §8.3).
+    pub scope_union: Option<ScopeUnion>,
     pub period: Option<String>,
     pub limit: Option<usize>,
     pub offset: Option<usize>,
@@ -74,13 +79,18 @@ impl Params {
     pub(crate) fn parse(pairs: &[(String, String)], route: Route) -> Result<Params, BadParam> {
         let mut params = Params::default();
         let mut seen: Vec<&str> = Vec::with_capacity(pairs.len());
+        let mut scopes: Vec<&str> = Vec::new();
         for (name, raw) in pairs {
             let name = name.as_str();
             if !route.takes().contains(&name) {
                 return Err(not_taken(name, route));
             }
+            // `scope` repeats for a union of scopes (SPEC §8.3).
+            if name == "scope" {
+                scopes.push(raw);
+                continue;
+            }
             // A second value would silently win or lose; say so instead.
-            // (`scope` becomes repeatable with unions, SPEC §8.3.)
             if seen.contains(&name) {
                 return Err(BadParam::new(
                     name,
@@ -90,12 +100,12 @@ impl Params {
             seen.push(name);
             params.set(name, raw, route)?;
         }
+        (params.scope, params.scope_union) = scope_choice(&scopes, route)?;
         Ok(params)
     }
 
     fn set(&mut self, name: &str, raw: &str, route: Route) -> Result<(), BadParam> {
         match name {
-            "scope" => self.scope = Some(raw.to_string()),
             "period" => self.period = Some(raw.to_string()),
             "limit" => self.limit = Some(count(name, raw, MAX_LIMIT)?),
             "offset" => self.offset = Some(count(name, raw, MAX_OFFSET)?),
@@ -107,6 +117,22 @@ impl Params {
         }
         Ok(())
     }
+}
+
+/// The scope of a request from its `scope` values ([`ScopeUnion::choose`]);
+/// `periods` lists one scope's periods.
+fn scope_choice(
+    given: &[&str],
+    route: Route,
+) -> Result<(Option<String>, Option<ScopeUnion>), BadParam> {
+    let (one, union) = ScopeUnion::choose(given)?;
+    if union.is_some() && route == Route::Periods {
+        return Err(BadParam::new(
+            "scope",
+            "periods lists the periods of one scope; give scope once, without *",
+        ));
+    }
+    Ok((one, union))
 }
 
 /// The error for a name the route does not take, telling a typo (not a

@@ -326,10 +326,11 @@ impl Archiver {
             .ok_or_else(|| bad("not a period of any archived view of the board".into()))?;
         let view_id = format!("{}:{period}", kind.name());
         let tags: Vec<String> = match (scope, board.scope.is_some()) {
-            (Some(s), _) => vec![keys::instance_tag(board_name, Some(s))],
+            (Some(s), _) => vec![board.tag(Some(s))],
             (None, false) => vec![board_name.to_string()],
             (None, true) => {
-                self.known_scopes(board_name, kind.name(), period, &view_id)
+                let board_slot = board.board_slot;
+                self.known_scopes(board_name, board_slot, kind.name(), period, &view_id)
                     .await?
             }
         };
@@ -349,6 +350,7 @@ impl Archiver {
     async fn known_scopes(
         &mut self,
         board: &str,
+        board_slot: bool,
         view: &str,
         period: &str,
         view_id: &str,
@@ -374,7 +376,7 @@ impl Archiver {
                 .await?;
             for row in rows {
                 let scope: String = row.try_get(0)?;
-                tags.push(keys::instance_tag(board, Some(&scope)));
+                tags.push(keys::instance_tag_in(board, Some(&scope), board_slot));
             }
         }
         tags.sort();

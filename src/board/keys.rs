@@ -3,6 +3,13 @@
 //! (views, window helpers, offset fences) lives in one slot and one Lua call
 //! may touch them all.
 //!
+//! A scoped board with `scope_slot = "board"` keeps every scope in its
+//! board's slot instead, `{prefix}:{<board>}@<scope>:<view>`, so that a
+//! union of its scopes (SPEC §8.3) is one call on a Redis Cluster. Code
+//! names an instance by its *tag*: `board`, `board:<scope>` (the hash tag
+//! content) or `board@<scope>` (the board-slot layout); board names have
+//! neither `:` nor `@`, so the first of them tells the layout.
+//!
 //! Scope values are percent-escaped (`%` `{` `}` `:` only) so that no value
 //! can end the hash tag early or add a key segment; everything else,
 //! including spaces and emoji, is kept as given.
@@ -47,30 +54,74 @@ pub fn unescape_scope(escaped: &str) -> Option<String> {
     Some(out)
 }
 
-/// The hash tag content of a board instance: `board` or `board:<escaped scope>`.
+/// The tag of a board instance in the default layout: `board` or
+/// `board:<escaped scope>`, the whole of its hash tag.
 pub fn instance_tag(board: &str, scope: Option<&str>) -> String {
-    match scope {
-        Some(s) => format!("{board}:{}", escape_scope(s)),
-        None => board.to_string(),
+    instance_tag_in(board, scope, false)
+}
+
+/// The tag of a board instance; `board_slot`: the board keeps its scopes in
+/// its own slot (`board@<escaped scope>`).
+pub fn instance_tag_in(board: &str, scope: Option<&str>, board_slot: bool) -> String {
+    match (scope, board_slot) {
+        (Some(s), false) => format!("{board}:{}", escape_scope(s)),
+        (Some(s), true) => format!("{board}@{}", escape_scope(s)),
+        (None, _) => board.to_string(),
     }
 }
 
-/// Splits a tag back into board name and scope (board names have no `:`).
+/// A tag's board name, separator (`:`, `@` or none) and escaped scope.
+fn split_tag(tag: &str) -> (&str, Option<(char, &str)>) {
+    match tag.find([':', '@']) {
+        Some(i) => {
+            let sep = if tag.as_bytes()[i] == b'@' { '@' } else { ':' };
+            (&tag[..i], Some((sep, &tag[i + 1..])))
+        }
+        None => (tag, None),
+    }
+}
+
+/// Splits a tag back into board name and scope.
 pub fn parse_tag(tag: &str) -> Option<(&str, Option<String>)> {
-    match tag.split_once(':') {
-        Some((board, scope)) => Some((board, Some(unescape_scope(scope)?))),
-        None => Some((tag, None)),
+    match split_tag(tag) {
+        (board, Some((_, scope))) => Some((board, Some(unescape_scope(scope)?))),
+        (board, None) => Some((board, None)),
     }
 }
 
-/// Key of one view of a board instance, e.g. `rankflow:{star_fans:u42}:day:2026-11-21`.
+/// The instance's keys without their view: `{board:scope}` or `{board}@scope`.
+fn stem(tag: &str) -> String {
+    match split_tag(tag) {
+        (board, Some(('@', scope))) => format!("{{{board}}}@{scope}"),
+        _ => format!("{{{tag}}}"),
+    }
+}
+
+/// The content of an instance's hash tag: what Redis Cluster hashes.
+pub fn slot_tag(tag: &str) -> &str {
+    match split_tag(tag) {
+        (board, Some(('@', _))) => board,
+        _ => tag,
+    }
+}
+
+/// Key of one view of a board instance, e.g. `rankflow:{star_fans:u42}:day:2026-11-21`
+/// (`rankflow:{game_heat}@rpg:day:2026-11-21` in the board-slot layout).
 pub fn view_key(prefix: &str, tag: &str, view: &str) -> String {
-    format!("{prefix}:{{{tag}}}:{view}")
+    format!("{prefix}:{}:{view}", stem(tag))
 }
 
 /// The instance's offset fences (SPEC §4): `<topic>/<partition>` → offset.
 pub fn fence_key(prefix: &str, tag: &str) -> String {
-    format!("{prefix}:{{{tag}}}:off")
+    view_key(prefix, tag, "off")
+}
+
+/// The registry of the scopes that have data in one view of a scoped board
+/// (SPEC §8.3, `scope=*`): a sorted set of escaped scope values scored by
+/// when they were last registered, under the board's own hash tag, e.g.
+/// `rankflow:{game_heat}:scopes:day:2026-11-21`.
+pub fn scope_registry_key(prefix: &str, board: &str, view_id: &str) -> String {
+    format!("{prefix}:{{{board}}}:scopes:{view_id}")
 }
 
 /// Registry of board instances that have windows, for the background trimmer.
@@ -97,7 +148,7 @@ pub fn partition_field(topic: &str, partition: i32) -> String {
 /// hash tag content, modulo 16384.
 pub fn hash_slot(tag: &str) -> u16 {
     let mut crc: u16 = 0;
-    for &b in tag.as_bytes() {
+    for &b in slot_tag(tag).as_bytes() {
         crc ^= u16::from(b) << 8;
         for _ in 0..8 {
             crc = if crc & 0x8000 != 0 {
@@ -170,6 +221,17 @@ mod tests {
             "rankflow:{b}:all"
         );
         assert_eq!(instance_tag("b", Some("a{b}:c%d")), "b:a%7Bb%7D%3Ac%25d");
+        let heat = instance_tag_in("game_heat", Some("rpg"), true);
+        assert_eq!(
+            view_key("rankflow", &heat, "day:2026-11-21"),
+            "rankflow:{game_heat}@rpg:day:2026-11-21"
+        );
+        assert_eq!(fence_key("rankflow", &heat), "rankflow:{game_heat}@rpg:off");
+        assert_eq!(
+            parse_tag("b:x@y").unwrap(),
+            ("b", Some("x@y".to_string())),
+            "the first separator decides"
+        );
     }
 
     #[test]
@@ -212,6 +274,15 @@ mod tests {
             let open = key.find('{').unwrap();
             let close = key[open..].find('}').unwrap() + open;
             prop_assert_eq!(&key[open + 1..close], tag.as_str());
+            // In the board-slot layout the hash tag is the board alone,
+            // and the tag still round-trips.
+            let tag = instance_tag_in("b", Some(&s), true);
+            prop_assert_eq!(parse_tag(&tag).unwrap(), ("b", Some(s.clone())));
+            let key = view_key("p", &tag, "all");
+            prop_assert!(key.starts_with("p:{b}@"), "{}", key);
+            prop_assert!(key.ends_with(":all"), "{}", key);
+            prop_assert_eq!(hash_slot(&tag), hash_slot("b"));
+            prop_assert_eq!(key.matches('}').count(), 1, "{}", key);
         }
     }
 }

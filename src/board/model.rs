@@ -103,7 +103,16 @@ pub struct Board {
     /// Board option `dense_ranks` (default true): views keep the
     /// dense-rank index `K:v` on the write path.
     pub dense_ranks: bool,
+    /// Board option `scope_slot = "board"`: every scope of the board lives
+    /// in the board's cluster slot (`{prefix}:{board}@<scope>:<view>`).
+    pub board_slot: bool,
+    /// Board option `scope_registry`: scope values kept per view for
+    /// `scope=*` (0 for unscoped boards, or when turned off).
+    pub scope_registry: u64,
 }
+
+/// Scope values a scoped board's registry keeps per view by default.
+pub const DEFAULT_SCOPE_REGISTRY: u64 = 10_000;
 
 /// One compiled `order_by` field.
 #[derive(Debug)]
@@ -130,6 +139,11 @@ impl Board {
 
     pub fn view(&self, name: &str) -> Option<&ViewSpec> {
         self.views.iter().find(|v| v.name() == name)
+    }
+
+    /// The tag of this board's instance for `scope` (see [`super::keys`]).
+    pub fn tag(&self, scope: Option<&str>) -> String {
+        super::keys::instance_tag_in(&self.name, scope, self.board_slot)
     }
 
     pub fn has_windows(&self) -> bool {
@@ -323,6 +337,7 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
     let archived = archived_periods(number, b, globals.archive_grace_ms)?;
     let views = compile_views(number, b, &archived)?;
     let (aggregate, order) = aggregate_and_order(b, composite.as_ref());
+    let (board_slot, scope_registry) = scope_options(number, b)?;
     Ok(Board {
         name: b.name.clone(),
         event,
@@ -341,7 +356,51 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
             c
         }),
         dense_ranks: b.dense_ranks,
+        board_slot,
+        scope_registry,
     })
+}
+
+/// The scope layout options of a board: `(board_slot, scope_registry)`.
+/// Both only mean something for a scoped board.
+fn scope_options(number: usize, b: &BoardSpec) -> Result<(bool, u64), BoardError> {
+    let at = |field: &str| location(number, &b.name, field);
+    let scoped = b.scope.is_some();
+    let board_slot = match b.scope_slot.as_deref() {
+        None | Some("scope") => false,
+        Some("board") => true,
+        Some(other) => {
+            return Err(BoardError::invalid(
+                at("scope_slot"),
+                format!(
+                    "must be \"scope\" (each scope in its own cluster slot) or \"board\" (every scope in the board's slot), not {other:?}"
+                ),
+            ));
+        }
+    };
+    if !scoped && (b.scope_slot.is_some() || b.scope_registry.is_some()) {
+        let field = if b.scope_slot.is_some() {
+            "scope_slot"
+        } else {
+            "scope_registry"
+        };
+        return Err(BoardError::invalid(
+            at(field),
+            "applies to scoped boards only: this board has no `scope`",
+        ));
+    }
+    let registry = match (scoped, b.scope_registry) {
+        (false, _) => 0,
+        (true, None) => DEFAULT_SCOPE_REGISTRY,
+        (true, Some(n)) if n <= 1_000_000 => n,
+        (true, Some(n)) => {
+            return Err(BoardError::invalid(
+                at("scope_registry"),
+                format!("{n} is over the limit of 1000000 scope values per view"),
+            ));
+        }
+    };
+    Ok((board_slot, registry))
 }
 
 /// The board's `score` expression: its own, or for a composite board its

@@ -53,6 +53,15 @@ pub struct BoardSpec {
     /// its write cost and memory, and dense reads then walk the values.
     #[serde(default = "default_dense_ranks")]
     pub dense_ranks: bool,
+    /// Scoped boards: `"scope"` (default, SPEC §3: each scope in its own
+    /// cluster slot) or `"board"` (every scope in the board's slot, so
+    /// unions of scopes work on a Redis Cluster).
+    #[serde(default)]
+    pub scope_slot: Option<String>,
+    /// Scoped boards: how many scope values the registry of each view
+    /// keeps for `scope=*` (0: no registry, `scope=*` is refused).
+    #[serde(default)]
+    pub scope_registry: Option<u64>,
 }
 
 fn default_dense_ranks() -> bool {

@@ -100,7 +100,7 @@ impl Reader {
         kind: PeriodKind,
         now: i64,
     ) -> Result<Vec<PeriodRow>, ReadError> {
-        let tag = keys::instance_tag(&board.name, q.scope.as_deref());
+        let tag = board.tag(q.scope.as_deref());
         let mut candidates = recent_periods(board, kind, now, self.boards.future_skew_ms);
         if archived(board, kind) {
             for p in self.pending_periods(board, kind, &tag, now).await? {

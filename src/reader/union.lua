@@ -1,12 +1,13 @@
--- rankflow union script (SPEC §8.3): a `last:<N><unit>` view computed at
--- read time from the period boards it covers, into a result key that lives
--- `[http] union_cache`. Every key is under the instance's hash tag, so the
--- call stays in one slot on a Redis Cluster.
+-- rankflow union script (SPEC §8.3): a `last:<N><unit>` view, or a union of
+-- scopes, computed at read time from the boards it covers, into a result key
+-- that lives `[http] union_cache`. On a Redis Cluster every key is in one
+-- slot (the instance's, or the board's for a board kept in one slot).
 --
 -- KEYS[1]  the result sorted set; KEYS[2] its time hash (tie-break boards:
 --          member -> tie time, what the read script's HGET finds);
 --          KEYS[3] its freshness marker
--- KEYS[4..] the period boards, newest first (missing ones count as empty)
+-- KEYS[4..] the boards: periods newest first, scope by scope (missing ones
+--          count as empty; at least one)
 -- ARGV[1]  aggregate: "sum" | "max" | "min"
 -- ARGV[2]  tie code: "n" (no tie key), "a" (key = time), "d" (key = 2^48-1-time)
 -- ARGV[3]  how long the result is reused (union_cache), ms
@@ -35,18 +36,31 @@ local function keep(n)
   end
 end
 
--- (A union covers at most a few hundred periods: unpack() of its keys
--- stays far inside Lua's stack.)
 local sources = {}
 for i = 4, #KEYS do sources[#sources + 1] = KEYS[i] end
+-- `scope=*` of a view no scope has written to yet: an empty board.
+if #sources == 0 then return 1 end
 
 if tie == "n" then
-  -- Plain boards: members are stored as themselves, Redis does it all.
-  local args = { dst, #sources }
-  for _, key in ipairs(sources) do args[#args + 1] = key end
-  args[#args + 1] = "AGGREGATE"
-  args[#args + 1] = string.upper(agg)
-  local n = redis.call("ZUNIONSTORE", unpack(args))
+  -- Plain boards: members are stored as themselves, Redis does it all. A
+  -- union of many scopes has thousands of sources, more than unpack() can
+  -- pass at once: they go in chunks, each folded into the result so far
+  -- (sum, max and min are all associative).
+  local CHUNK_KEYS = 1000
+  local n = 0
+  local first = true
+  local i = 1
+  repeat
+    local args = { dst, 0 }
+    if not first then args[#args + 1] = dst end
+    for j = i, math.min(i + CHUNK_KEYS - 1, #sources) do args[#args + 1] = sources[j] end
+    args[2] = #args - 2
+    args[#args + 1] = "AGGREGATE"
+    args[#args + 1] = string.upper(agg)
+    n = redis.call("ZUNIONSTORE", unpack(args))
+    first = false
+    i = i + CHUNK_KEYS
+  until i > #sources
   keep(n)
   return 1 + n
 end

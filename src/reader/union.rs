@@ -58,6 +58,27 @@ const UNITS: [(&str, PeriodKind); 5] = [
     ("y", PeriodKind::Year),
 ];
 
+/// How a scoped board's scopes may be read as one (`GET /v1/boards`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ScopeUnionOffer {
+    /// `scope=a&scope=b`, up to this many scopes.
+    pub max_listed: usize,
+    /// `scope=*`: scope values each view's registry keeps (0: not offered).
+    pub registry: u64,
+    /// `"scope"` (default layout: unions on a single Redis only) or
+    /// `"board"` (all scopes in the board's slot: unions on a cluster too).
+    pub scope_slot: &'static str,
+}
+
+/// The unions of scopes `board` offers, if any.
+pub fn scope_offer(board: &Board) -> Option<ScopeUnionOffer> {
+    (board.scope.is_some() && unsupported(board).is_none()).then_some(ScopeUnionOffer {
+        max_listed: super::scopes::MAX_LISTED_SCOPES,
+        registry: board.scope_registry,
+        scope_slot: if board.board_slot { "board" } else { "scope" },
+    })
+}
+
 /// A union view the board offers, as `GET /v1/boards` lists it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct UnionOffer {
@@ -76,8 +97,17 @@ pub(super) struct UnionPlan {
     /// Exists while the result is fresh (lives `union_cache`; the result
     /// a grace longer).
     pub fresh: String,
-    /// The period boards, newest first.
+    /// The boards to combine: period boards newest first, then scope by
+    /// scope for a union of scopes.
     pub sources: Vec<String>,
+    /// `scope=*`: the sources are every registered scope of these views,
+    /// found when the union is computed ([`super::scopes`]).
+    pub registered: Option<super::scopes::Registered>,
+    /// Window instances (tags) to trim to the reader's clock first.
+    pub trims: Vec<String>,
+    /// Whether the sources lie in several cluster slots (a union of scopes
+    /// of a board in the default layout): refused on a Redis Cluster.
+    pub cross_slot: bool,
     pub aggregate: &'static str,
     pub tie: &'static str,
 }
@@ -147,17 +177,18 @@ pub fn max_n(board: &Board, kind: PeriodKind) -> Option<u32> {
     Some(fits.clamp(1, i64::from(MAX_UNION_PERIODS)) as u32)
 }
 
-/// Why `board` cannot be read as a union, if it cannot.
-fn unsupported(board: &Board) -> Option<String> {
+/// Why `board` cannot be read as a union (of periods or of scopes), if it
+/// cannot.
+pub(super) fn unsupported(board: &Board) -> Option<String> {
     if board.composite.is_some() {
         return Some(format!(
-            "board {} is a composite board (order_by): unions of its periods are not supported, since each field keeps its own aggregate inside the member encoding",
+            "board {} is a composite board (order_by): unions of its boards (rolling views, several scopes) are not supported, since each field keeps its own aggregate inside the member encoding",
             board.name
         ));
     }
     if board.aggregate == Aggregate::Last {
         return Some(format!(
-            "board {} keeps each member's last value: the last value over several periods is not a union of their boards, so rolling views are not offered",
+            "board {} keeps each member's last value: the last value over several periods or scopes is not a union of their boards, so unions are not offered",
             board.name
         ));
     }
@@ -187,10 +218,33 @@ pub(super) fn plan(
     prefix: &str,
     board: &Board,
     tag: &str,
-    (n, kind): (u32, PeriodKind),
+    view: (u32, PeriodKind),
     period: Option<&str>,
     now_ms: i64,
 ) -> Result<(UnionPlan, String), ReadError> {
+    let (views, newest) = range(board, view, period, now_ms)?;
+    let sources = views
+        .iter()
+        .map(|v| keys::view_key(prefix, tag, v))
+        .collect();
+    let result = keys::view_key(prefix, tag, &result_view(view, &newest));
+    Ok((UnionPlan::new(board, result, sources), newest))
+}
+
+/// The view part of a rolling view's result key: `u:last:<n><unit>:<newest>`.
+pub(super) fn result_view((n, kind): (u32, PeriodKind), newest: &str) -> String {
+    format!("u:last:{n}{}:{newest}", unit_of(kind))
+}
+
+/// The periods of `last:<n><kind>` ending with `period` (or the current
+/// one at `now_ms`): their view ids newest first, and the id of the newest.
+/// Checks that the board offers the view.
+pub(super) fn range(
+    board: &Board,
+    (n, kind): (u32, PeriodKind),
+    period: Option<&str>,
+    now_ms: i64,
+) -> Result<(Vec<String>, String), ReadError> {
     if let Some(why) = unsupported(board) {
         return Err(bad_view(why));
     }
@@ -214,24 +268,32 @@ pub(super) fn plan(
             .map_err(|e| ReadError::BadRequest(BadParam::new("period", format!("period: {e}"))))?,
         None => period_of(kind, now_ms, board.tz),
     };
-    let sources = periods_back(&newest, n, board)
+    let views = periods_back(&newest, n, board)
         .iter()
-        .map(|p| keys::view_key(prefix, tag, &p.view()))
+        .map(Period::view)
         .collect();
-    let result = keys::view_key(prefix, tag, &format!("u:last:{n}{unit}:{}", newest.id));
-    let plan = UnionPlan {
-        times: keys::helper(&result, "t"),
-        fresh: keys::helper(&result, "fresh"),
-        result,
-        sources,
-        aggregate: match board.aggregate {
-            Aggregate::Max => "max",
-            Aggregate::Min => "min",
-            Aggregate::Sum | Aggregate::Last => "sum",
-        },
-        tie: board.tie_key.code(),
-    };
-    Ok((plan, newest.id))
+    Ok((views, newest.id))
+}
+
+impl UnionPlan {
+    /// A union of `sources` into `result`, with the board's aggregate.
+    pub(super) fn new(board: &Board, result: String, sources: Vec<String>) -> UnionPlan {
+        UnionPlan {
+            times: keys::helper(&result, "t"),
+            fresh: keys::helper(&result, "fresh"),
+            result,
+            sources,
+            registered: None,
+            trims: Vec::new(),
+            cross_slot: false,
+            aggregate: match board.aggregate {
+                Aggregate::Max => "max",
+                Aggregate::Min => "min",
+                Aggregate::Sum | Aggregate::Last => "sum",
+            },
+            tie: board.tie_key.code(),
+        }
+    }
 }
 
 /// The board's views and the rolling views it offers, for the 404 of an
@@ -331,12 +393,18 @@ impl Unions {
     /// one call (if it fails, the next waiter tries again); readers within
     /// half the time to live of a result this process built use it at once:
     /// the key was set to live the whole TTL before the call returned.
-    pub(super) async fn ensure(&self, store: &Store, plan: &UnionPlan) -> Result<(), ReadError> {
+    /// `trim` names the board and clock for trimming window sources first.
+    pub(super) async fn ensure(
+        &self,
+        store: &Store,
+        plan: &UnionPlan,
+        trim: Trim<'_>,
+    ) -> Result<(), ReadError> {
         let flight = self.flight(&plan.result);
         flight
             .get_or_try_init(|| async {
                 let sent = Instant::now();
-                let built = self.compute(store, plan).await?;
+                let built = self.compute(store, plan, trim).await?;
                 let half = Duration::from_millis(self.ttl_ms.unsigned_abs() / 2);
                 Ok::<_, ReadError>(built.then(|| sent + half))
             })
@@ -344,10 +412,23 @@ impl Unions {
         Ok(())
     }
 
-    /// Runs the union script; whether it built a (non-empty) result.
-    async fn compute(&self, store: &Store, plan: &UnionPlan) -> Result<bool, ReadError> {
+    /// Finds the sources (the registries of `scope=*`), trims window
+    /// sources to the clock, and runs the union script; whether it built a
+    /// (non-empty) result.
+    async fn compute(
+        &self,
+        store: &Store,
+        plan: &UnionPlan,
+        trim: Trim<'_>,
+    ) -> Result<bool, ReadError> {
+        let (sources, trims) = super::scopes::resolve(store, plan).await?;
+        if !trims.is_empty() {
+            let instances: Vec<(usize, String)> =
+                trims.into_iter().map(|t| (trim.board_index, t)).collect();
+            crate::sink::trim_instances(store, trim.boards, &instances, trim.now_ms).await?;
+        }
         let mut keys: Vec<&str> = vec![&plan.result, &plan.times, &plan.fresh];
-        keys.extend(plan.sources.iter().map(String::as_str));
+        keys.extend(sources.iter().map(String::as_str));
         let args = [
             plan.aggregate.to_string(),
             plan.tie.to_string(),
@@ -360,14 +441,23 @@ impl Unions {
         if made > 0 {
             tracing::debug!(
                 key = %plan.result,
-                periods = plan.sources.len(),
+                sources = sources.len(),
                 members = made - 1,
                 ttl_ms = self.ttl_ms,
-                "Computed a union view from its period boards."
+                "Computed a union view from its boards."
             );
         }
         Ok(made > 1)
     }
+}
+
+/// What trimming a union's window sources needs: the boards, the board's
+/// index, and the reader's clock.
+#[derive(Clone, Copy)]
+pub(super) struct Trim<'a> {
+    pub boards: &'a crate::board::BoardSet,
+    pub board_index: usize,
+    pub now_ms: i64,
 }
 
 static SCRIPT: ReadScript = ReadScript::new("union", UNION_LUA);

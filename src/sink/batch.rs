@@ -304,7 +304,7 @@ impl Batch {
         let i = self.instances.len() as u32;
         self.instances.push(Instance {
             board,
-            tag: keys::instance_tag(&boards.boards[board].name, scope),
+            tag: boards.boards[board].tag(scope),
             views: Vec::new(),
             updates: Vec::new(),
         });

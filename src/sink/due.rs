@@ -30,11 +30,11 @@ const MAX_ENTRIES: usize = 100_000;
 
 /// Due-set members this consumer registered, and when.
 #[derive(Debug, Default)]
-pub struct DueCache {
+pub struct Registered {
     entries: HashMap<String, Instant>,
 }
 
-impl DueCache {
+impl Registered {
     /// Whether `member` needs registering (again) at `now`.
     pub fn wanted(&self, member: &str, now: Instant) -> bool {
         self.entries
@@ -76,7 +76,7 @@ pub type DueEntry = (i64, String);
 /// The archived periods `instances` touch that `cache` does not show
 /// registered recently. Each comes once: an instance's tag is its own and
 /// its views are distinct periods.
-pub fn wanted(instances: &[Instance], cache: &DueCache, now: Instant) -> Vec<DueEntry> {
+pub fn wanted(instances: &[Instance], cache: &Registered, now: Instant) -> Vec<DueEntry> {
     let mut out: Vec<DueEntry> = Vec::new();
     for inst in instances {
         for v in &inst.views {
@@ -122,7 +122,7 @@ mod tests {
 
     #[test]
     fn registrations_are_sent_once_then_again_after_the_refresh() {
-        let mut c = DueCache::default();
+        let mut c = Registered::default();
         let t0 = Instant::now();
         assert!(c.wanted("{b}:day:2026-11-21", t0));
         c.record(["{b}:day:2026-11-21".to_string()], t0);
@@ -135,7 +135,7 @@ mod tests {
 
     #[test]
     fn the_cache_stays_bounded() {
-        let mut c = DueCache::default();
+        let mut c = Registered::default();
         let t0 = Instant::now();
         c.record((0..MAX_ENTRIES).map(|i| format!("{{b}}:day:{i}")), t0);
         assert_eq!(c.len(), MAX_ENTRIES);

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::due::DueCache;
+use super::due::Registered;
 
 /// How long a sent expiry is trusted.
 pub const REFRESH: Duration = Duration::from_secs(60);
@@ -23,7 +23,9 @@ pub struct ExpiryCache {
     /// The store's state epoch the entries belong to.
     epoch: u64,
     /// Archived periods registered in the due set, same epoch.
-    pub due: DueCache,
+    pub due: Registered,
+    /// Scope values registered in the views' scope registries, same epoch.
+    pub scopes: Registered,
 }
 
 impl ExpiryCache {
@@ -55,6 +57,7 @@ impl ExpiryCache {
         if epoch != self.epoch {
             self.entries.clear();
             self.due.clear();
+            self.scopes.clear();
             self.epoch = epoch;
         }
     }

@@ -15,6 +15,7 @@ pub mod call;
 pub mod due;
 pub mod expiry;
 pub mod positions;
+pub mod scopes;
 pub mod store;
 pub mod trimmer;
 
@@ -134,6 +135,11 @@ pub async fn apply_batch(
         pending: Vec::new(),
     };
     register_due(store, boards, batch, expiries).await?;
+    let registered_at = std::time::Instant::now();
+    let scope_entries = match expiries.lock() {
+        Ok(cache) => scopes::wanted(boards, &batch.instances, &cache.scopes, registered_at),
+        Err(_) => Vec::new(),
+    };
     for n in 0..MAX_CONFLICT_ROUNDS {
         let rebuilt;
         let calls: &[Call] = if n == 0 {
@@ -159,10 +165,19 @@ pub async fn apply_batch(
             .collect();
         if n == 0 {
             cmds.extend(registry_commands(boards, calls, now));
+            cmds.extend(scopes::commands(&scope_entries, now));
         }
         let replies = store.pipeline(&cmds, scripts.epoch).await?;
+        // The registries' replies follow the calls': a refusal there (an
+        // ACL without the command) fails the batch like a call's would.
+        if let Some(err) = replies.iter().skip(calls.len()).find_map(server_error) {
+            return Err(err);
+        }
         round.read_replies(calls, &replies)?;
         if let Ok(mut cache) = expiries.lock() {
+            if n == 0 {
+                scopes::record(&mut cache.scopes, &scope_entries, registered_at);
+            }
             let applied = calls.iter().filter(|c| {
                 c.members
                     .first()
@@ -203,7 +218,7 @@ async fn register_due(
     let now = std::time::Instant::now();
     let entries = match expiries.lock() {
         Ok(cache) => due::wanted(&batch.instances, &cache.due, now),
-        Err(_) => due::wanted(&batch.instances, &due::DueCache::default(), now),
+        Err(_) => due::wanted(&batch.instances, &due::Registered::default(), now),
     };
     due::register(store, boards, &entries).await?;
     if let Ok(mut cache) = expiries.lock() {
