@@ -169,6 +169,30 @@ pub fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
     out
 }
 
+/// What `check` says about reading a scoped board's scopes as one.
+fn scope_unions_line(b: &Board) -> String {
+    let Some(offer) = rankflow_offer(b) else {
+        return "scopes cannot be read as one union (see `unions` in the README)".to_string();
+    };
+    let all = match offer.registry {
+        0 => "scope=* off (scope_registry = 0)".to_string(),
+        n => format!("scope=* lists up to {n} scopes per view"),
+    };
+    let slot = if b.board_slot {
+        "every scope in the board's cluster slot: unions work on a Redis Cluster"
+    } else {
+        "each scope in its own cluster slot: unions on a single Redis only (scope_slot = \"board\" for a cluster)"
+    };
+    format!(
+        "scope=a&scope=b (up to {}); {all}; {slot}",
+        offer.max_listed
+    )
+}
+
+fn rankflow_offer(b: &Board) -> Option<crate::reader::union::ScopeUnionOffer> {
+    crate::reader::union::scope_offer(b)
+}
+
 fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
     let tag = b.tag(b.scope.is_some().then_some("<scope>"));
     let _ = writeln!(out, "\nboard {} (event {})", b.name, b.event.name());
@@ -200,6 +224,7 @@ fn describe_board(out: &mut String, boards: &BoardSet, b: &Board, now: i64) {
     }
     if let Some(s) = &b.scope {
         let _ = writeln!(out, "  scope      {}", s.source());
+        let _ = writeln!(out, "  unions     {}", scope_unions_line(b));
     }
     // A composite board's aggregate and order are per field (above).
     let rule = match &b.composite {
