@@ -142,11 +142,12 @@ pub fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
     let _ = writeln!(out, "kafka {}", config.kafka.brokers);
     let _ = writeln!(
         out,
-        "http {}; union views cached {}",
+        "http {}; union views cached {}; at most {} open streams",
         config.http.listen,
         Span::Fixed {
             ms: config.http.union_cache.ms()
-        }
+        },
+        config.http.max_streams
     );
     for (k, v) in config.kafka.client_redacted() {
         let _ = writeln!(out, "  {k} = {v}");

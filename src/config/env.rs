@@ -38,6 +38,7 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
     ("batch", "max_delay_ms", EnvKind::Int),
     ("http", "listen", EnvKind::Str),
     ("http", "union_cache", EnvKind::Str),
+    ("http", "max_streams", EnvKind::Int),
     ("archive", "url", EnvKind::Str),
     ("archive", "grace", EnvKind::Str),
     ("archive", "closed_topic", EnvKind::Str),

@@ -234,6 +234,10 @@ pub struct HttpConfig {
     /// instead of one per read.
     #[serde(default = "default_union_cache")]
     pub union_cache: FixedSpan,
+    /// Most Server-Sent Events streams (SPEC §8.5) open at once; one more
+    /// is refused with 503. Bounds the sockets and tasks clients can hold.
+    #[serde(default = "default_max_streams")]
+    pub max_streams: NonZeroUsize,
 }
 
 impl Default for HttpConfig {
@@ -241,6 +245,7 @@ impl Default for HttpConfig {
         HttpConfig {
             listen: default_listen(),
             union_cache: default_union_cache(),
+            max_streams: default_max_streams(),
         }
     }
 }
@@ -310,6 +315,9 @@ impl fmt::Debug for ArchiveConfig {
     }
 }
 
+fn default_max_streams() -> NonZeroUsize {
+    NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN)
+}
 fn default_union_cache() -> FixedSpan {
     FixedSpan {
         text: "1s".into(),
@@ -468,6 +476,7 @@ mod tests {
         assert_eq!(c.kafka.max_event_bytes.get(), 65_536);
         assert_eq!(c.http.listen.to_string(), "127.0.0.1:9898");
         assert_eq!(c.http.union_cache.ms(), 1_000);
+        assert_eq!(c.http.max_streams.get(), 10_000);
         assert_eq!(c.redis.key_prefix, "rankflow");
         assert_eq!(c.kafka.group_id, "rankflow");
         assert_eq!(c.boards[0].aggregate, None, "sum unless given");
@@ -499,6 +508,7 @@ mod tests {
                 ("RANKFLOW_KAFKA_CLIENT_SESSION_TIMEOUT_MS", "6000"),
                 ("RANKFLOW_LOG", "debug"),
                 ("RANKFLOW_HTTP_UNION_CACHE", "250ms"),
+                ("RANKFLOW_HTTP_MAX_STREAMS", "3"),
                 ("PATH", "/bin"),
             ],
         )
@@ -518,6 +528,7 @@ mod tests {
         );
         assert_eq!(c.kafka.client["session.timeout.ms"], "6000");
         assert_eq!(c.http.union_cache.ms(), 250);
+        assert_eq!(c.http.max_streams.get(), 3);
     }
 
     #[test]
