@@ -364,3 +364,27 @@ impl ArchiveFailed<'_> {
         );
     }
 }
+
+/// The number of Server-Sent Events streams open changed.
+pub struct StreamsOpen {
+    pub open: usize,
+}
+
+impl StreamsOpen {
+    pub fn emit(self) {
+        metrics::gauge!(STREAMS_OPEN).set(self.open as f64);
+    }
+}
+
+/// A live-view poller found its view changed and pushed it to all of its
+/// subscribers at once.
+pub struct StreamPushed {
+    /// `top` or `member`.
+    pub kind: &'static str,
+}
+
+impl StreamPushed {
+    pub fn emit(self) {
+        metrics::counter!(STREAM_EVENTS, "kind" => self.kind).increment(1);
+    }
+}

@@ -106,6 +106,10 @@ pub fn register_series(boards: &[String], topics: &[String]) {
     }
     metrics::counter!(DUPLICATES).absolute(0);
     metrics::counter!(DLQ_ERRORS).absolute(0);
+    for kind in ["top", "member"] {
+        metrics::counter!(STREAM_EVENTS, "kind" => kind).absolute(0);
+    }
+    metrics::gauge!(STREAMS_OPEN).set(0.0);
 }
 
 /// The archive's series at zero before the first period closes: the

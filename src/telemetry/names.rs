@@ -31,6 +31,11 @@ pub const ARCHIVE_OLDEST_PENDING: &str = "rankflow_archive_oldest_pending_second
 pub const ARCHIVE_ERRORS: &str = "rankflow_archive_errors_total";
 /// Time to copy one period.
 pub const ARCHIVE_COPY_SECONDS: &str = "rankflow_archive_copy_seconds";
+/// Server-Sent Events streams open now (SPEC §8.5).
+pub const STREAMS_OPEN: &str = "rankflow_streams_open";
+/// Changes pushed by the live-view pollers, by kind (`top`, `member`):
+/// counted once per poller tick that changed, not once per client.
+pub const STREAM_EVENTS: &str = "rankflow_stream_events_total";
 
 pub const BATCH_EVENTS_BUCKETS: &[f64] = &[
     1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 20000.0, 50000.0,
@@ -166,6 +171,16 @@ pub const METRICS: &[Metric] = &[
         name: ARCHIVE_COPY_SECONDS,
         kind: Kind::Histogram,
         help: "Time to copy one closed period to the archive.",
+    },
+    Metric {
+        name: STREAMS_OPEN,
+        kind: Kind::Gauge,
+        help: "Server-Sent Events streams open now.",
+    },
+    Metric {
+        name: STREAM_EVENTS,
+        kind: Kind::Counter,
+        help: "Live-view changes pushed, by kind (top, member); one per change, whatever the number of clients.",
     },
 ];
 
