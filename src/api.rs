@@ -214,13 +214,13 @@ fn query(board: String, view: String, p: Params) -> reader::Query {
 }
 
 /// An error answer: its status and a JSON body.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     status: StatusCode,
     body: ErrorBody,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct ErrorBody {
     error: String,
     /// The query parameter at fault, as the client spelled it.
