@@ -11,6 +11,9 @@
 //! `"source"`, and `/v1/boards/{board}/{view}/periods` lists a view's
 //! periods from both.
 //!
+//! Live views (SPEC §8.5): `.../top/stream` and
+//! `.../members/{member}/stream` are Server-Sent Events, in [`stream`].
+//!
 //! Every error is JSON, `{"error": "..."}` (plus `"parameter"` when one query
 //! parameter is at fault), with a status a client can act on (SPEC §8.6):
 //! 400 for a bad parameter, 404 for an unknown route, board, view or member
@@ -20,6 +23,7 @@
 //! so the query string and path go through [`QueryPairs`] and [`Segments`].
 
 mod params;
+mod stream;
 
 use std::sync::{Arc, OnceLock};
 
@@ -42,6 +46,7 @@ use crate::clock::SharedClock;
 use crate::health::Health;
 use crate::reader::{self, BadParam, ReadError, Reader};
 use params::{Params, Route};
+pub use stream::StreamHub;
 
 /// Shared by all handlers.
 #[derive(Clone)]
@@ -52,6 +57,8 @@ pub struct ApiState {
     pub metrics: PrometheusHandle,
     /// Set once Redis is connected; reads answer 503 before that.
     pub reader: Arc<OnceLock<Reader>>,
+    /// The pollers of live views and the cap on open streams.
+    pub streams: Arc<StreamHub>,
 }
 
 pub fn router(state: ApiState) -> Router {
@@ -60,6 +67,14 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/v1/boards", get(list_boards))
         .route("/v1/boards/{board}/{view}/top", get(top))
+        .route(
+            "/v1/boards/{board}/{view}/top/stream",
+            get(stream::top_stream),
+        )
+        .route(
+            "/v1/boards/{board}/{view}/members/{member}/stream",
+            get(stream::member_stream),
+        )
         .route(
             "/v1/boards/{board}/{view}/members",
             get(members_get).post(members_post),
@@ -338,7 +353,8 @@ async fn no_route(method: Method, uri: Uri) -> ApiError {
         StatusCode::NOT_FOUND,
         format!(
             "no route for {method} {}; the routes are /v1/boards, \
-             /v1/boards/{{board}}/{{view}}/top, .../members/{{member}}, \
+             /v1/boards/{{board}}/{{view}}/top, .../top/stream, \
+             .../members/{{member}}, .../members/{{member}}/stream, \
              .../members?ids=..., \
              .../around/{{member}}, .../periods, /healthz and /metrics",
             uri.path()

@@ -236,6 +236,10 @@ pub async fn run(
         health: parts.health.clone(),
         metrics: metrics.clone(),
         reader: reader_slot.clone(),
+        streams: Arc::new(api::StreamHub::new(
+            config.http.max_streams.get(),
+            shutdown.clone(),
+        )),
     };
     tracing::info!(listen = %listener.local_addr()?, "HTTP listener ready (/healthz, /metrics, /v1/boards).");
     let http = serve_http(listener, api_state, shutdown.clone());

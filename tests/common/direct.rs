@@ -158,6 +158,7 @@ impl Direct {
                 .build_recorder()
                 .handle(),
             reader: slot,
+            streams: Default::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
