@@ -5,7 +5,8 @@
 //! (`last:2d`) streams too; the member stream names who overtook whom; bad
 //! queries are the usual JSON errors; 50 subscribers of one view cost the
 //! Redis reads of one (`INFO commandstats`); the cap answers 503; SIGTERM
-//! with open streams still exits 0 within 10 s.
+//! with open streams still exits 0 within 10 s; an archived period (a
+//! private PostgreSQL) is sent once and the stream stays open.
 //!
 //! Expected lists come from the scores the test sent (summed here), and
 //! the SSE wire format is parsed here from the raw bytes.
@@ -496,8 +497,15 @@ async fn fifty_subscribers_cost_the_redis_reads_of_one_and_the_cap_answers_503()
         body["error"].as_str().unwrap().contains("max_streams"),
         "{body}"
     );
-    // Leaving frees places: the gauge follows.
+    // Leaving frees places: the gauge follows. A quiet stream gets a `:`
+    // heartbeat within 15 s (which is also when the server notices the
+    // clients that left).
     streams.truncate(10);
+    let quiet_since = Instant::now();
+    match streams[0].next(Duration::from_secs(17)).await {
+        Item::Comment => println!("heartbeat after {:?}", quiet_since.elapsed()),
+        other => panic!("expected a heartbeat comment, got {other:?}"),
+    }
     wait_for(
         Duration::from_secs(20),
         "streams_open back to 10",
@@ -507,4 +515,95 @@ async fn fifty_subscribers_cost_the_redis_reads_of_one_and_the_cap_answers_503()
         },
     )
     .await;
+}
+
+/// 2026-11-21T12:00:00Z: week 2026-W47 is current.
+const NOW: i64 = 1_795_262_400_000;
+
+fn archived_boards(pg_url: &str) -> String {
+    format!(
+        r#"
+[archive]
+url = "{pg_url}"
+grace = "10m"
+
+[[board]]
+name = "plain"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["week"]
+archive = ["week"]
+"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archived_period_is_sent_once_and_the_stream_stays_open() {
+    use common::archive_env::ArchiveEnv;
+    use rankflow::archive::copy::{Copied, Copy, PeriodKey, Standing};
+
+    let mut env = ArchiveEnv::start("streams", archived_boards, NOW).await;
+    // 2026-W45: Monday 2 November 2026, 00:00 UTC.
+    let start_ms = 1_793_577_600_000;
+    let key = PeriodKey {
+        board: "plain".into(),
+        scope: String::new(),
+        view: "week".into(),
+        period: "2026-W45".into(),
+    };
+    let standings: Vec<Standing> = [("x", 9.0), ("y", 5.0), ("z", 2.0)]
+        .iter()
+        .map(|(m, s)| Standing {
+            member: m.to_string(),
+            score: *s,
+        })
+        .collect();
+    let what = Copy {
+        key: &key,
+        start_ms,
+        end_ms: start_ms + 7 * 86_400_000,
+        replace: true,
+    };
+    let done = env
+        .writer
+        .copy(what, futures::stream::iter([Ok(standings)]))
+        .await
+        .expect("copy");
+    assert_eq!(done, Copied::Done { members: 3 });
+
+    let url = format!(
+        "{}/v1/boards/plain/week/top/stream?period=2026-W45",
+        env.base
+    );
+    let mut s = Stream::open(&url, None).await;
+    let first = s.event(Duration::from_secs(10), "archived list").await;
+    assert_eq!(first.data["source"], json!("archive"));
+    assert_eq!(first.data["period"], json!("2026-W45"));
+    assert_eq!(
+        entries(&first.data),
+        vec![("x".into(), 9), ("y".into(), 5), ("z".into(), 2)]
+    );
+    let (status, top) = get_json(&format!(
+        "{}/v1/boards/plain/week/top?period=2026-W45",
+        env.base
+    ))
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(first.data, top);
+    // Then nothing, and the stream is still open.
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        match s.next(until - Instant::now()).await {
+            Item::Quiet | Item::Comment => {}
+            other => panic!("an archived period was sent again or ended: {other:?}"),
+        }
+    }
+    // A past period that never had events is the 404 of `top`.
+    let (status, body) = get_json(&format!(
+        "{}/v1/boards/plain/week/top/stream?period=2026-W40",
+        env.base
+    ))
+    .await;
+    assert_eq!(status, 404, "{body}");
 }
