@@ -298,24 +298,8 @@ fn locate<'b>(boards: &'b BoardSet, now_ms: i64, q: &Query) -> Result<Located<'b
         .find(|(_, b)| b.name == q.board)
         .ok_or_else(|| ReadError::UnknownBoard(q.board.clone()))?;
     if let Some(which) = &q.scope_union {
-        let (plan, period) = scopes::plan(
-            &boards.key_prefix,
-            board,
-            which,
-            &q.view,
-            q.period.as_deref(),
-            now_ms,
-        )?;
-        return Ok(Located {
-            board,
-            board_index,
-            key: plan.result.clone(),
-            tag: board.name.clone(),
-            period,
-            window: false,
-            past: None,
-            union: Some(plan),
-        });
+        let at = (board_index, board);
+        return locate_scopes(&boards.key_prefix, at, which, q, now_ms);
     }
     if let Some(view) = union::parse(&q.view) {
         let view = view?;
@@ -370,6 +354,27 @@ fn locate<'b>(boards: &'b BoardSet, now_ms: i64, q: &Query) -> Result<Located<'b
         window,
         past,
         union: None,
+    })
+}
+
+/// Where the union of `which` scopes of `board` that `q` asks for is read.
+fn locate_scopes<'b>(
+    prefix: &str,
+    (board_index, board): (usize, &'b Board),
+    which: &ScopeUnion,
+    q: &Query,
+    now_ms: i64,
+) -> Result<Located<'b>, ReadError> {
+    let (plan, period) = scopes::plan(prefix, board, which, &q.view, q.period.as_deref(), now_ms)?;
+    Ok(Located {
+        board,
+        board_index,
+        key: plan.result.clone(),
+        tag: board.name.clone(),
+        period,
+        window: false,
+        past: None,
+        union: Some(plan),
     })
 }
 

@@ -234,11 +234,16 @@ periods = ["all"]
         expect.insert(format!("fans:{s}/all"), members);
     }
     wait_boards(&redis, &setup, &expect, Duration::from_secs(60)).await;
+    // The board's scope registry (for scope=*) holds the raw values.
+    let registry = format!("{}:{{fans}}:scopes:all", setup.prefix);
+    let listed = redis.cli(&["ZRANGE", &registry, "0", "-1"]);
+    let listed: BTreeSet<&str> = listed.lines().collect();
+    assert_eq!(listed, scopes.iter().copied().collect::<BTreeSet<&str>>());
     let keys: BTreeSet<String> = redis
         .keys(&format!("{}:*", setup.prefix))
         .await
         .into_iter()
-        .filter(|k| k.ends_with(":all"))
+        .filter(|k| k.ends_with(":all") && *k != registry)
         .collect();
     let want: BTreeSet<String> = [
         "plain",

@@ -188,7 +188,7 @@ pub(super) fn unsupported(board: &Board) -> Option<String> {
     }
     if board.aggregate == Aggregate::Last {
         return Some(format!(
-            "board {} keeps each member's last value: the last value over several periods or scopes is not a union of their boards, so unions are not offered",
+            "board {} keeps each member's last value: the last value over several periods or scopes is not a union of their boards, so rolling views and unions of scopes are not offered",
             board.name
         ));
     }

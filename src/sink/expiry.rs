@@ -25,7 +25,7 @@ pub struct ExpiryCache {
     /// Archived periods registered in the due set, same epoch.
     pub due: Registered,
     /// Scope values registered in the views' scope registries, same epoch.
-    pub scopes: Registered,
+    pub scopes: super::scopes::ScopeCache,
 }
 
 impl ExpiryCache {

@@ -123,17 +123,7 @@ pub async fn apply_batch(
     prepared: &[Call],
     scripts: &Scripts,
 ) -> Result<FlushReport, StoreError> {
-    let mut round = Round {
-        report: FlushReport::new(boards.boards.len()),
-        part_by_field: batch
-            .parts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.field.as_str(), i as u16))
-            .collect(),
-        fences: HashMap::new(),
-        pending: Vec::new(),
-    };
+    let mut round = Round::new(boards, batch);
     register_due(store, boards, batch, expiries).await?;
     let registered_at = std::time::Instant::now();
     let scope_entries = match expiries.lock() {
@@ -168,11 +158,6 @@ pub async fn apply_batch(
             cmds.extend(scopes::commands(&scope_entries, now));
         }
         let replies = store.pipeline(&cmds, scripts.epoch).await?;
-        // The registries' replies follow the calls': a refusal there (an
-        // ACL without the command) fails the batch like a call's would.
-        if let Some(err) = replies.iter().skip(calls.len()).find_map(server_error) {
-            return Err(err);
-        }
         round.read_replies(calls, &replies)?;
         if let Ok(mut cache) = expiries.lock() {
             if n == 0 {
@@ -238,9 +223,29 @@ struct Round<'a> {
 }
 
 impl Round<'_> {
+    /// The state of the rounds of one batch, before the first.
+    fn new<'b>(boards: &BoardSet, batch: &'b Batch) -> Round<'b> {
+        Round {
+            report: FlushReport::new(boards.boards.len()),
+            part_by_field: batch
+                .parts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.field.as_str(), i as u16))
+                .collect(),
+            fences: HashMap::new(),
+            pending: Vec::new(),
+        }
+    }
+
     /// Reads a round's replies: counts of the calls that were applied,
-    /// fences and instances to resend of those that met a fence.
+    /// fences and instances to resend of those that met a fence. The
+    /// registries' replies follow the calls', and a refusal there (an ACL
+    /// without the command) fails the batch like a call's would.
     fn read_replies(&mut self, calls: &[Call], replies: &[redis::Value]) -> Result<(), StoreError> {
+        if let Some(err) = replies.iter().skip(calls.len()).find_map(server_error) {
+            return Err(err);
+        }
         self.pending.clear();
         for (c, value) in calls.iter().zip(replies) {
             if let Some(err) = server_error(value) {

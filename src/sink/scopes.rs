@@ -13,7 +13,11 @@
 //! active scope among the most recent. Each registry keeps the board's
 //! `scope_registry` most recent values plus one: a reader that finds more
 //! than `scope_registry` knows the list is incomplete and refuses `scope=*`
-//! rather than answer a partial union. A registry lives as long as its view
+//! rather than answer a partial union. Once this consumer alone has
+//! registered more than that many values in one registry, the registry is
+//! surely over its bound, so it stops writing to it: a board with a scope
+//! per user costs its registries at most `scope_registry + 1` entries per
+//! view, not one per scope. A registry lives as long as its view
 //! is meant to (periods: until their retention ends; windows and `all`:
 //! no expiry, bounded by its size).
 //!
@@ -21,14 +25,50 @@
 //! registry may name a scope whose data has since expired: a union counts
 //! a missing key as empty.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use crate::board::BoardSet;
 use crate::board::keys;
 
 use super::batch::Instance;
-use super::due::Registered;
+use super::due::REFRESH;
+
+/// Registries remembered before those untouched for a while are dropped.
+const MAX_REGISTRIES: usize = 10_000;
+
+/// What this consumer registered in each registry (same Redis epoch).
+#[derive(Debug, Default)]
+pub struct ScopeCache {
+    registries: HashMap<String, Seen>,
+}
+
+/// One registry: the scopes sent and when, or that it is over its bound.
+#[derive(Debug)]
+struct Seen {
+    scopes: HashMap<String, Instant>,
+    full: bool,
+    touched: Instant,
+}
+
+impl ScopeCache {
+    /// Whether `scope` needs registering (again) in `key` at `now`.
+    fn wanted(&self, key: &str, scope: &str, now: Instant) -> bool {
+        match self.registries.get(key) {
+            None => true,
+            Some(seen) if seen.full => false,
+            Some(seen) => seen
+                .scopes
+                .get(scope)
+                .is_none_or(|sent| now.duration_since(*sent) >= REFRESH),
+        }
+    }
+
+    /// Forgets everything (Redis lost its state).
+    pub fn clear(&mut self) {
+        self.registries.clear();
+    }
+}
 
 /// One registry to write: its key, the scopes to add, its size bound and
 /// until when it lives (ms, 0 = no expiry).
@@ -40,17 +80,12 @@ pub struct ScopeEntries {
     pub keep_until: i64,
 }
 
-/// The cache entry of one registration: registry key and scope.
-fn cache_id(key: &str, scope: &str) -> String {
-    format!("{key}\n{scope}")
-}
-
 /// The registrations `instances` bring that `cache` does not show sent
 /// recently, one [`ScopeEntries`] per registry key.
 pub fn wanted(
     boards: &BoardSet,
     instances: &[Instance],
-    cache: &Registered,
+    cache: &ScopeCache,
     now: Instant,
 ) -> Vec<ScopeEntries> {
     let mut out: BTreeMap<String, ScopeEntries> = BTreeMap::new();
@@ -64,7 +99,7 @@ pub fn wanted(
         };
         for v in &inst.views {
             let key = keys::scope_registry_key(&boards.key_prefix, &board.name, &v.id);
-            if !cache.wanted(&cache_id(&key, &scope), now) {
+            if !cache.wanted(&key, &scope, now) {
                 continue;
             }
             let entry = out.entry(key.clone()).or_insert_with(|| ScopeEntries {
@@ -105,14 +140,35 @@ pub fn commands(entries: &[ScopeEntries], now_ms: i64) -> Vec<redis::Cmd> {
     cmds
 }
 
-/// Records registrations that Redis acknowledged.
-pub fn record(cache: &mut Registered, entries: &[ScopeEntries], now: Instant) {
-    cache.record(
-        entries
-            .iter()
-            .flat_map(|e| e.scopes.iter().map(|s| cache_id(&e.key, s))),
-        now,
-    );
+/// Records registrations that Redis acknowledged; a registry this
+/// consumer filled past its bound is marked full and never written again.
+pub fn record(cache: &mut ScopeCache, entries: &[ScopeEntries], now: Instant) {
+    if cache.registries.len() >= MAX_REGISTRIES {
+        cache
+            .registries
+            .retain(|_, seen| now.duration_since(seen.touched) < REFRESH);
+    }
+    for e in entries {
+        let seen = cache
+            .registries
+            .entry(e.key.clone())
+            .or_insert_with(|| Seen {
+                scopes: HashMap::new(),
+                full: false,
+                touched: now,
+            });
+        seen.touched = now;
+        if seen.full {
+            continue;
+        }
+        for s in &e.scopes {
+            seen.scopes.insert(s.clone(), now);
+        }
+        if seen.scopes.len() as u64 > e.keep {
+            seen.full = true;
+            seen.scopes = HashMap::new();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -195,6 +195,7 @@ mod tests {
             view: "all".into(),
             period: None,
             scope: None,
+            scopes: None,
             total: members.len() as u64,
             entries: members
                 .iter()
