@@ -6,8 +6,11 @@
 # a full 3h/1m window against a day board of the same members; a composite
 # board's cost per event next to plain and tie-break boards; and archiving a
 # million-member period into PostgreSQL against batched and row-by-row
-# INSERTs.
-# BENCH_EVENTS / BENCH_NAIVE_EVENTS shrink the pipeline load for a quick look.
+# INSERTs; and a rolling view last:7d over 7 day boards of 100,000 members
+# (uncached, cached and 100 concurrent readers) against keeping the same
+# board as a 7d/1d window (write cost per event).
+# BENCH_EVENTS / BENCH_NAIVE_EVENTS shrink the pipeline load for a quick look;
+# BENCH_UNION_MEMBERS / BENCH_UNION_READS / BENCH_UNION_EVENTS the union one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TANSU_BIN=$(scripts/setup.sh | tail -n 1)
@@ -17,3 +20,4 @@ cargo bench --locked --bench window_memory
 cargo bench --locked --bench pipeline
 cargo bench --locked --bench composite
 cargo bench --locked --bench archive
+cargo bench --locked --bench unions
