@@ -16,6 +16,7 @@
 //! notion of "equal values" turns into ranks); archived periods carry all
 //! three ranks. The list of a view's periods is in [`periods`].
 
+mod build;
 mod periods;
 pub mod ranks;
 mod scopes;

@@ -267,8 +267,15 @@ fn reader(d: &Direct, ttl_ms: i64) -> Reader {
 }
 
 async fn serve(d: &Direct, ttl_ms: i64) -> String {
+    serve_with(d, Unions::new(ttl_ms)).await
+}
+
+async fn serve_with(d: &Direct, unions: Unions) -> String {
     let slot = Arc::new(OnceLock::new());
-    let _ = slot.set(reader(d, ttl_ms));
+    let _ = slot.set(Reader {
+        unions,
+        ..reader(d, 1_000)
+    });
     d.serve(slot).await
 }
 
@@ -411,9 +418,22 @@ fn cases() -> Vec<Case> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unions_of_listed_and_of_all_scopes_equal_the_reference() {
     let redis = Redis::start();
+    scope_unions_equal_the_reference(&redis, Unions::new(1_000)).await;
+}
+
+/// The same, every union built in slices as large ones are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scope_unions_built_in_slices_equal_the_same_reference() {
+    let redis = Redis::start();
+    scope_unions_equal_the_reference(&redis, Unions::new(1_000).with_inline_max(0)).await;
+    assert_eq!(calls(&redis, "zunionstore"), 0);
+    assert!(calls(&redis, "zscan") > 0);
+}
+
+async fn scope_unions_equal_the_reference(redis: &Redis, unions: Unions) {
     let evs = events();
     let d = applied(&redis.url(), &unique("su"), &evs).await;
-    let base = serve(&d, 1_000).await;
+    let base = serve_with(&d, unions).await;
     for (board, view, extra, games, range, agg, tie) in cases() {
         let (scopes, extra) = match extra.strip_prefix('*') {
             Some(rest) => ("&scope=*".to_string(), rest),
@@ -714,6 +734,19 @@ async fn scope_unions_work_on_a_redis_cluster_for_a_board_kept_in_one_slot() {
     let prefix = unique("scl");
     let d = applied(&cluster.nodes[0].url(), &prefix, &evs).await;
     let base = serve(&d, 60_000).await;
+    // Large unions are built in slices: the temporary keys share the slot.
+    let sliced = serve_with(&d, Unions::new(60_000).with_inline_max(0)).await;
+    let url = format!("{sliced}/v1/boards/speed/last:7d/top?limit=1000&scope=*");
+    let (status, body) = get_json(&url).await;
+    assert_eq!(status, 200, "{url}: {body}");
+    let want = reference(
+        &evs,
+        &GAMES,
+        (date(2026, 10, 30), date(2026, 11, 5)),
+        "sum",
+        Some("earliest"),
+    );
+    assert_eq!(rows(&body), want, "{url}");
     let today = date(2026, 11, 5);
     for (board, view, scopes, games, from, tie) in [
         (

@@ -221,8 +221,15 @@ fn reader(d: &Direct, ttl_ms: i64) -> Reader {
 }
 
 async fn serve(d: &Direct, ttl_ms: i64) -> String {
+    serve_with(d, Unions::new(ttl_ms)).await
+}
+
+async fn serve_with(d: &Direct, unions: Unions) -> String {
     let slot = Arc::new(OnceLock::new());
-    let _ = slot.set(reader(d, ttl_ms));
+    let _ = slot.set(Reader {
+        unions,
+        ..reader(d, 1_000)
+    });
     d.serve(slot).await
 }
 
@@ -243,10 +250,42 @@ fn now() -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_views_equal_the_reference_across_a_month_in_tokyo() {
+    rolling_views_equal_the_reference(Unions::new(1_000)).await;
+}
+
+/// The same reads with every union built in slices (ZSCAN, combined in
+/// rankflow, written in slices, renamed into place), as large ones are:
+/// no ZUNIONSTORE, and no temporary key left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_views_built_in_slices_equal_the_same_reference() {
+    let (redis, prefix, base) =
+        rolling_views_equal_the_reference(Unions::new(1_000).with_inline_max(0)).await;
+    assert_eq!(calls(&redis, "zunionstore"), 0);
+    assert!(calls(&redis, "zscan") > 0);
+    let left = redis.cli(&["KEYS", &format!("{prefix}:*:build:*")]);
+    assert_eq!(left.trim(), "", "temporary keys left: {left}");
+    let (status, _) = get_json(&format!("{base}/v1/boards/speed/last:7d/top")).await;
+    assert_eq!(status, 200);
+    let result = format!("{prefix}:{{speed}}:u:last:7d:2026-11-05");
+    let pttl: i64 = redis.cli(&["PTTL", &result]).trim().parse().unwrap_or(-3);
+    assert!(pttl > 0 && pttl <= 2_000, "{result} PTTL {pttl}");
+    let times: i64 = redis
+        .cli(&["PTTL", &format!("{result}:t")])
+        .trim()
+        .parse()
+        .unwrap_or(-3);
+    assert!(
+        times > 0 && times <= 2_000,
+        "its time hash expires with it: {times}"
+    );
+}
+
+async fn rolling_views_equal_the_reference(unions: Unions) -> (Redis, String, String) {
     let redis = Redis::start();
     let evs = events();
-    let d = applied(&redis.url(), &unique("un"), &evs, now()).await;
-    let base = serve(&d, 1_000).await;
+    let prefix = unique("un");
+    let d = applied(&redis.url(), &prefix, &evs, now()).await;
+    let base = serve_with(&d, unions).await;
     let top = |board: &str, view: &str, extra: &str| {
         format!("{base}/v1/boards/{board}/{view}/top?limit=1000{extra}")
     };
@@ -356,6 +395,7 @@ async fn rolling_views_equal_the_reference_across_a_month_in_tokyo() {
     let (_, body) = get_json(&top("heat", "last:2w", "")).await;
     assert_eq!(rows(&body), want, "last:2w");
     assert_eq!(body["period"], "2026-W45");
+    (redis, prefix, base)
 }
 
 /// The reference for `tie-break` and `max` boards checks the union's tie

@@ -26,6 +26,7 @@ use redis::Value;
 use serde::Serialize;
 use tokio::sync::OnceCell;
 
+use super::build;
 use super::script::ReadScript;
 use super::{BadParam, ReadError};
 use crate::board::duration::{DAY_MS, HOUR_MS, Span};
@@ -342,6 +343,9 @@ const MAX_FLIGHTS: usize = 1_024;
 #[derive(Clone)]
 pub struct Unions {
     ttl_ms: i64,
+    /// Most entries a union computes in one script call (None: the
+    /// defaults of [`super::build`]); larger ones are built in slices.
+    inline_max: Option<u64>,
     flights: Arc<Mutex<HashMap<String, Flight>>>,
 }
 
@@ -364,8 +368,16 @@ impl Unions {
     pub fn new(ttl_ms: i64) -> Unions {
         Unions {
             ttl_ms: ttl_ms.max(1),
+            inline_max: None,
             flights: Arc::default(),
         }
+    }
+
+    /// The same, computing in one script call only unions of at most
+    /// `entries` entries (tests and benchmarks of the sliced build).
+    pub fn with_inline_max(mut self, entries: u64) -> Unions {
+        self.inline_max = Some(entries);
+        self
     }
 
     /// The flight of `key` to join: the one running or fresh, else a new one.
@@ -427,13 +439,29 @@ impl Unions {
                 trims.into_iter().map(|t| (trim.board_index, t)).collect();
             crate::sink::trim_instances(store, trim.boards, &instances, trim.now_ms).await?;
         }
+        let (fresh, entries) = build::survey(store, plan, &sources).await?;
+        if fresh {
+            return Ok(false);
+        }
+        let grace = self.ttl_ms.min(MAX_GRACE_MS);
+        if build::too_big_for_one_call(plan, entries, self.inline_max) {
+            let members = build::build(store, plan, &sources, (self.ttl_ms, grace)).await?;
+            tracing::debug!(
+                key = %plan.result,
+                sources = sources.len(),
+                entries,
+                members,
+                "Built a large union view in slices."
+            );
+            return Ok(members > 0);
+        }
         let mut keys: Vec<&str> = vec![&plan.result, &plan.times, &plan.fresh];
         keys.extend(sources.iter().map(String::as_str));
         let args = [
             plan.aggregate.to_string(),
             plan.tie.to_string(),
             self.ttl_ms.to_string(),
-            self.ttl_ms.min(MAX_GRACE_MS).to_string(),
+            grace.to_string(),
         ];
         let reply = eval(store, &keys, &args).await?;
         let made: i64 = redis::from_redis_value(reply)
