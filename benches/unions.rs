@@ -11,9 +11,12 @@
 //!    - uncached: `union_cache` 100 ms and each read waits until the
 //!      freshness marker is gone, so every read recomputes the union
 //!      (`BENCH_UNION_READS`, default 30): p50/p99, Redis CPU per read
-//!      (`INFO cpu`), `ZUNIONSTORE` calls, and where the time goes (the
-//!      script's and `ZUNIONSTORE`'s own time from `INFO commandstats`,
-//!      and a `ZUNIONSTORE` of the same keys sent directly);
+//!      (`INFO cpu`), unions computed, the longest single Redis command
+//!      (`SLOWLOG`: how long Redis was blocked), and where the time goes
+//!      (`INFO commandstats`, and a `ZUNIONSTORE` of the same keys sent
+//!      directly). Built in slices (the default for unions this large),
+//!      and as the baseline in one script call (`BENCH_UNION_ONE_CALL_READS`,
+//!      default 5), as before slices existed;
 //!    - cached: reads within the TTL (`BENCH_UNION_CACHED_READS`, default
 //!      1000), once by the process that built the result (no script call)
 //!      and once by another replica (one script call that finds the
@@ -24,7 +27,7 @@
 //!    computed here from the generated data.
 //! 2. `BENCH_UNION_READERS` (100) concurrent readers of one union for
 //!    `BENCH_UNION_HAMMER_S` (6) seconds with `union_cache` 1 s: reads,
-//!    `ZUNIONSTORE` calls against the TTLs elapsed, p50/p99.
+//!    unions computed against the TTLs elapsed, p50/p99.
 //! 3. The write side: `BENCH_UNION_EVENTS` (200,000) score events through
 //!    tansu into a board with `periods = ["day"]` and into the same board
 //!    with `windows = ["7d/1d"]` too (same run, same topic): the window's
@@ -202,15 +205,15 @@ fn reference_top10(week: &[(NaiveDate, Day)]) -> Vec<i64> {
     v
 }
 
-/// A rankflow HTTP server over `d`'s boards whose unions live `ttl_ms`.
-async fn serve(d: &Direct, ttl_ms: i64) -> String {
+/// A rankflow HTTP server over `d`'s boards computing unions with `unions`.
+async fn serve(d: &Direct, unions: Unions) -> String {
     let clock: SharedClock = Arc::new(d.clock.clone());
     let reader = Reader {
         boards: d.boards.clone(),
         store: d.store.clone(),
         clock,
         archive: None,
-        unions: Unions::new(ttl_ms),
+        unions,
     };
     let slot = Arc::new(OnceLock::new());
     let _ = slot.set(reader);
@@ -265,6 +268,12 @@ struct Phase {
     redis_cpu_s: f64,
     zunionstore: f64,
     evalsha: f64,
+    /// Unions computed: ZUNIONSTOREs (one script call) plus RENAMEs of
+    /// the sliced build's result (two for a tie-break board).
+    computations: f64,
+    /// The longest single Redis command (or script call) of the phase,
+    /// from SLOWLOG (commands of 1 ms or more), ms.
+    longest_ms: f64,
     elapsed_s: f64,
 }
 
@@ -279,13 +288,14 @@ impl Phase {
         let mut l = self.latencies.clone();
         l.sort_unstable();
         println!(
-            "  {name:<44} {:>7.0} {:>10.2} {:>10.2} {:>14.1} {:>12.0} {:>9.0}",
+            "  {name:<44} {:>7.0} {:>10.2} {:>10.2} {:>14.1} {:>12.0} {:>9.0} {:>13.1}",
             self.reads(),
             pct(&l, 50.0),
             pct(&l, 99.0),
             self.cpu_us_per_read(),
-            self.zunionstore,
-            self.evalsha
+            self.computations,
+            self.evalsha,
+            self.longest_ms
         );
     }
 }
@@ -296,31 +306,62 @@ struct Mark {
     cpu: f64,
     zunion: f64,
     evalsha: f64,
+    rename: f64,
 }
 
+/// Starts a phase: counters, and an empty SLOWLOG that keeps every
+/// command of 1 ms or more.
 async fn mark(redis: &Redis) -> Mark {
+    redis.cli(&["CONFIG", "SET", "slowlog-log-slower-than", "1000"]);
+    redis.cli(&["CONFIG", "SET", "slowlog-max-len", "100000"]);
+    redis.cli(&["SLOWLOG", "RESET"]);
     Mark {
         at: Instant::now(),
         cpu: redis_usage(redis).await.0,
         zunion: cmdstat(redis, "zunionstore").0,
         evalsha: cmdstat(redis, "evalsha").0,
+        rename: cmdstat(redis, "rename").0,
     }
 }
 
-async fn finish(redis: &Redis, m: Mark, latencies: Vec<Duration>) -> Phase {
+/// The longest command in SLOWLOG, ms (0 when none took 1 ms).
+async fn longest_ms(redis: &Redis) -> f64 {
+    let mut c = slow_conn(redis).await;
+    let log: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .expect("SLOWLOG GET");
+    log.iter()
+        .filter_map(|entry| match entry {
+            redis::Value::Array(fields) => match fields.get(2) {
+                Some(redis::Value::Int(us)) => Some(*us as f64 / 1e3),
+                _ => None,
+            },
+            _ => None,
+        })
+        .fold(0.0, f64::max)
+}
+
+async fn finish(redis: &Redis, m: Mark, latencies: Vec<Duration>, tied: bool) -> Phase {
+    let zunionstore = cmdstat(redis, "zunionstore").0 - m.zunion;
+    let renames = cmdstat(redis, "rename").0 - m.rename;
     Phase {
         elapsed_s: m.at.elapsed().as_secs_f64(),
         redis_cpu_s: redis_usage(redis).await.0 - m.cpu,
-        zunionstore: cmdstat(redis, "zunionstore").0 - m.zunion,
+        zunionstore,
         evalsha: cmdstat(redis, "evalsha").0 - m.evalsha,
+        computations: zunionstore + if tied { renames / 2.0 } else { renames },
+        longest_ms: longest_ms(redis).await,
         latencies,
     }
 }
 
 /// `reads` reads that each recompute the union: before each, wait until
 /// the freshness marker of the last result is gone.
-async fn uncached(redis: &Redis, base: &str, board: &str, marker: &str, want: &[i64]) -> Phase {
-    let reads = env_u64("BENCH_UNION_READS", 30);
+async fn uncached(redis: &Redis, base: &str, keys: &Keys, reads: u64, want: &[i64]) -> Phase {
+    let (board, marker) = (keys.board, &keys.marker());
     let client = reqwest::Client::new();
     let url = format!("{base}/v1/boards/{board}/last:7d/top?limit=10");
     let m = mark(redis).await;
@@ -332,7 +373,7 @@ async fn uncached(redis: &Redis, base: &str, board: &str, marker: &str, want: &[
             eprintln!("    {} uncached reads of {board}", i + 1);
         }
     }
-    finish(redis, m, latencies).await
+    finish(redis, m, latencies, keys.tied).await
 }
 
 /// `reads` reads of a union that is fresh, through `base`.
@@ -345,7 +386,7 @@ async fn cached(redis: &Redis, base: &str, board: &str, want: &[i64]) -> Phase {
     for _ in 0..reads {
         latencies.push(read_top(&client, &url, want).await);
     }
-    finish(redis, m, latencies).await
+    finish(redis, m, latencies, false).await
 }
 
 /// Where the time of an uncached plain union goes: `ZUNIONSTORE` of the
@@ -378,7 +419,10 @@ async fn direct_zunionstore(redis: &Redis, sources: &[String]) -> Vec<Duration> 
 /// Figures of one board's reads.
 struct BoardReads {
     board: &'static str,
+    /// Uncached reads, large unions built in slices (the default).
     uncached: Phase,
+    /// Uncached reads, each union in one script call (before slices).
+    uncached_one_call: Phase,
     cached_here: Phase,
     cached_replica: Phase,
     /// Per command over the uncached phase (`INFO commandstats`; calls
@@ -387,33 +431,51 @@ struct BoardReads {
 }
 
 /// The commands whose time an uncached union spends.
-const UNION_COMMANDS: [&str; 6] = ["evalsha", "zunionstore", "zrange", "zadd", "hset", "unlink"];
+const UNION_COMMANDS: [&str; 9] = [
+    "evalsha",
+    "zunionstore",
+    "zrange",
+    "zscan",
+    "zcard",
+    "zadd",
+    "hset",
+    "rename",
+    "unlink",
+];
 
 fn commandstats(redis: &Redis) -> Vec<(f64, f64)> {
     UNION_COMMANDS.iter().map(|c| cmdstat(redis, c)).collect()
 }
 
 async fn read_board(redis: &Redis, d: &Direct, keys: &Keys, want: &[i64]) -> BoardReads {
-    let (board, marker) = (keys.board, keys.marker());
-    eprintln!("  {board}: uncached reads (union_cache {UNCACHED_TTL_MS} ms)...");
-    let base = serve(d, UNCACHED_TTL_MS).await;
+    let board = keys.board;
+    eprintln!("  {board}: uncached reads, sliced build (union_cache {UNCACHED_TTL_MS} ms)...");
+    let base = serve(d, Unions::new(UNCACHED_TTL_MS)).await;
     let before = commandstats(redis);
-    let uncached = uncached(redis, &base, board, &marker, want).await;
+    let reads = env_u64("BENCH_UNION_READS", 30);
+    let uncached_sliced = uncached(redis, &base, keys, reads, want).await;
     assert_eq!(
-        uncached.zunionstore,
-        if keys.tied { 0.0 } else { uncached.reads() }
+        uncached_sliced.zunionstore, 0.0,
+        "large unions are built in slices"
     );
+    assert_eq!(uncached_sliced.computations, uncached_sliced.reads());
     let commands = UNION_COMMANDS
         .iter()
         .zip(before.iter().zip(commandstats(redis)))
         .map(|(name, (a, b))| (*name, b.0 - a.0, (b.1 - a.1) / (b.0 - a.0).max(1.0)))
         .collect();
+    eprintln!("  {board}: uncached reads, one script call (the baseline)...");
+    let one_call = Unions::new(UNCACHED_TTL_MS).with_inline_max(u64::MAX);
+    let base = serve(d, one_call).await;
+    let reads = env_u64("BENCH_UNION_ONE_CALL_READS", 5);
+    let uncached_one_call = uncached(redis, &base, keys, reads, want).await;
+    assert_eq!(uncached_one_call.computations, uncached_one_call.reads());
     eprintln!("  {board}: cached reads...");
-    stale(redis, &marker).await;
+    stale(redis, &keys.marker()).await;
     // A long TTL: every read is within it. The process that built the
     // result reads it without a script call for half the TTL; another
     // replica (its own Unions) calls the script, which finds it fresh.
-    let here = serve(d, 600_000).await;
+    let here = serve(d, Unions::new(600_000)).await;
     let client = reqwest::Client::new();
     read_top(
         &client,
@@ -422,11 +484,12 @@ async fn read_board(redis: &Redis, d: &Direct, keys: &Keys, want: &[i64]) -> Boa
     )
     .await;
     let cached_here = cached(redis, &here, board, want).await;
-    let replica = serve(d, 600_000).await;
+    let replica = serve(d, Unions::new(600_000)).await;
     let cached_replica = cached(redis, &replica, board, want).await;
     BoardReads {
         board,
-        uncached,
+        uncached: uncached_sliced,
+        uncached_one_call,
         cached_here,
         cached_replica,
         commands,
@@ -475,7 +538,7 @@ async fn hammer(redis: &Redis, d: &Direct, keys: &Keys, want: &[i64]) -> Phase {
     let readers = env_u64("BENCH_UNION_READERS", 100);
     let secs = env_u64("BENCH_UNION_HAMMER_S", 6);
     let _ = redis.cli(&["DEL", &keys.marker(), &keys.result()]);
-    let base = serve(d, 1_000).await;
+    let base = serve(d, Unions::new(1_000)).await;
     let url = format!("{base}/v1/boards/{}/last:7d/top?limit=10", keys.board);
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(readers as usize)
@@ -499,7 +562,7 @@ async fn hammer(redis: &Redis, d: &Direct, keys: &Keys, want: &[i64]) -> Phase {
     for t in futures::future::join_all(tasks).await {
         latencies.extend(t.expect("reader task"));
     }
-    finish(redis, m, latencies).await
+    finish(redis, m, latencies, false).await
 }
 
 /// The write side: the day board alone, then with a `7d/1d` window.
@@ -623,12 +686,13 @@ impl Report {
             self.members, self.distinct
         );
         println!(
-            "  {:<44} {:>7} {:>10} {:>10} {:>14} {:>12} {:>9}",
-            "reads", "n", "p50 ms", "p99 ms", "Redis µs/read", "ZUNIONSTORE", "EVALSHA"
+            "  {:<44} {:>7} {:>10} {:>10} {:>14} {:>12} {:>9} {:>13}",
+            "reads", "n", "p50 ms", "p99 ms", "Redis µs/read", "unions", "EVALSHA", "longest cmd"
         );
         for b in &self.reads {
             let name = |what: &str| format!("{} board, {what}", b.board);
-            b.uncached.row(&name("uncached"));
+            b.uncached.row(&name("uncached, built in slices"));
+            b.uncached_one_call.row(&name("uncached, one script call"));
             b.cached_here.row(&name("cached (the builder)"));
             b.cached_replica.row(&name("cached (another replica)"));
         }
@@ -665,13 +729,13 @@ impl Report {
         let mut l = c.latencies.clone();
         l.sort_unstable();
         println!(
-            "concurrent readers (plain board, union_cache 1 s): {} reads in {:.1} s ({:.0}/s), {:.0} ZUNIONSTORE for {:.1} TTLs elapsed (ratio {:.2}), p50 {:.2} ms, p99 {:.2} ms, Redis {:.1} µs/read",
+            "concurrent readers (plain board, union_cache 1 s): {} reads in {:.1} s ({:.0}/s), {:.0} unions computed for {:.1} TTLs elapsed (ratio {:.2}), p50 {:.2} ms, p99 {:.2} ms, Redis {:.1} µs/read",
             c.reads(),
             c.elapsed_s,
             c.reads() / c.elapsed_s.max(1e-9),
-            c.zunionstore,
+            c.computations,
             ttls,
-            c.zunionstore / ttls.max(1e-9),
+            c.computations / ttls.max(1e-9),
             pct(&l, 50.0),
             pct(&l, 99.0),
             c.cpu_us_per_read()
@@ -688,18 +752,17 @@ impl Report {
         // A new union starts when the marker of the last one expires, a TTL
         // after that computation ended: one per TTL + computation time.
         let compute_s = self.reads.first().map_or(0.0, |b| {
-            b.commands
-                .iter()
-                .find(|(name, _, _)| *name == "evalsha")
-                .map_or(0.0, |(_, _, us)| us / 1e6)
+            let mut l = b.uncached.latencies.clone();
+            l.sort_unstable();
+            pct(&l, 50.0) / 1e3
         });
         println!(
             "  one union per TTL + computation ({:.2} s): {:.1} expected in {:.1} s, {:.0} run (ratio {:.2})",
             1.0 + compute_s,
             c.elapsed_s / (1.0 + compute_s),
             c.elapsed_s,
-            c.zunionstore,
-            c.zunionstore / (c.elapsed_s / (1.0 + compute_s)).max(1e-9)
+            c.computations,
+            c.computations / (c.elapsed_s / (1.0 + compute_s)).max(1e-9)
         );
     }
 
