@@ -12,7 +12,8 @@
 //! periods from both.
 //!
 //! Live views (SPEC §8.5): `.../top/stream` and
-//! `.../members/{member}/stream` are Server-Sent Events, in [`stream`].
+//! `.../members/{member}/stream` are Server-Sent Events, in [`stream`];
+//! the web page at `/` that shows them is in [`web`].
 //!
 //! Every error is JSON, `{"error": "..."}` (plus `"parameter"` when one query
 //! parameter is at fault), with a status a client can act on (SPEC §8.6):
@@ -24,6 +25,7 @@
 
 mod params;
 mod stream;
+mod web;
 
 use std::sync::{Arc, OnceLock};
 
@@ -82,6 +84,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/boards/{board}/{view}/members/{member}", get(member))
         .route("/v1/boards/{board}/{view}/around/{member}", get(around))
         .route("/v1/boards/{board}/{view}/periods", get(periods))
+        .merge(web::routes())
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
@@ -356,7 +359,8 @@ async fn no_route(method: Method, uri: Uri) -> ApiError {
              /v1/boards/{{board}}/{{view}}/top, .../top/stream, \
              .../members/{{member}}, .../members/{{member}}/stream, \
              .../members?ids=..., \
-             .../around/{{member}}, .../periods, /healthz and /metrics",
+             .../around/{{member}}, .../periods, /healthz, /metrics \
+             and the web page at /",
             uri.path()
         ),
     )
