@@ -7,7 +7,8 @@
 # PyYAML, and moto's S3 server with boto3 (pip; tansu keeps its data there
 # when a test restarts the broker). Idempotent: installs only what is
 # missing. Prints the tansu path on its last line. PostgreSQL (apt) backs
-# the archive of closed periods.
+# the archive of closed periods. chromium and chromium-driver (apt) run the
+# web page's test in a real headless browser (tests/browser.rs).
 set -euo pipefail
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -38,6 +39,10 @@ pg_tools_ok() {
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+# tests/browser.rs drives Debian's headless chromium through chromedriver
+# (W3C WebDriver); the driver package matches the browser's version.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} (apt)" >&2
   as_root apt-get update -qq >&2
