@@ -2,8 +2,9 @@
 # The demo on a fresh machine: installs what is missing, starts a local
 # Kafka-compatible broker (tansu), Redis and a private PostgreSQL (the archive
 # of closed periods) on free ports, runs rankflow with the example
-# rankflow.toml and the synthetic producer, and shows a live top-10 that
-# redraws every second. Ctrl-C stops everything; the archived periods are
+# rankflow.toml and the synthetic producer, prints the web page's URL
+# (http://127.0.0.1:<port>/, live boards in a browser) and shows a live
+# top-10 in the terminal that redraws every second. Ctrl-C stops everything; the archived periods are
 # listed on the way out.
 # DEMO_SECONDS=N stops by itself after N seconds (for unattended runs).
 # The demo's grace is 1 minute, so the hour of board hourly_coins that is
@@ -77,6 +78,9 @@ wait_port "$HTTP_PORT"
 HOUR=$(date -u +%Y-%m-%dT%H)
 CLOSES=$(date -u -d "@$(( ($(date +%s) / 3600 + 1) * 3600 + 60 ))" +%H:%M:%S)
 cat >&2 <<INFO
+
+demo: open the web page:  http://127.0.0.1:$HTTP_PORT/   (live top-N per board, periods, around me)
+
 demo: broker 127.0.0.1:$KAFKA_PORT, redis 127.0.0.1:$REDIS_PORT, postgres 127.0.0.1:$PG_PORT, rankflow http://127.0.0.1:$HTTP_PORT
 demo: try  curl http://127.0.0.1:$HTTP_PORT/v1/boards
 demo:      redis-cli -p $REDIS_PORT ZREVRANGE rankflow:{star_coins}:all 0 9 WITHSCORES
