@@ -603,6 +603,19 @@ async fn the_scope_registry_is_bounded_expires_with_its_view_and_says_when_it_ov
     assert_eq!(redis.cli(&["ZCARD", &reg]).trim(), "4");
     d.apply(&[ev(4, "g4"), ev(5, "g5")]).await;
     assert_eq!(redis.cli(&["ZCARD", &reg]).trim(), "4");
+    // Another consumer of the fleet (its own cache, under the bound
+    // itself) adds three more a minute later: Redis still keeps 4, its
+    // three among them (the most recently registered).
+    let mut other = Direct::new(&redis.url(), &prefix, boards_toml(), now() + 60_000).await;
+    other.apply(&[ev(6, "h1"), ev(7, "h2"), ev(8, "h3")]).await;
+    assert_eq!(redis.cli(&["ZCARD", &reg]).trim(), "4");
+    let kept = redis.cli(&["ZRANGE", &reg, "0", "-1"]);
+    assert!(
+        ["h1", "h2", "h3"]
+            .iter()
+            .all(|h| kept.lines().any(|l| l.trim() == *h)),
+        "{kept}"
+    );
     // Listed scopes need no registry.
     let (status, body) = get_json(&format!(
         "{base}/v1/boards/few/day/top?scope=g1&scope=g3&scope=g5"
