@@ -403,6 +403,16 @@ async fn rolling_views_equal_the_reference(unions: Unions) -> (Redis, String, St
 /// differ, and equal maxima reached in different periods.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tie_times_of_a_union_follow_the_documented_rule() {
+    tie_times_follow_the_rule(Unions::new(1_000)).await;
+}
+
+/// The same rule when the union is built in slices, as large ones are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tie_times_of_a_union_built_in_slices_follow_the_same_rule() {
+    tie_times_follow_the_rule(Unions::new(1_000).with_inline_max(0)).await;
+}
+
+async fn tie_times_follow_the_rule(unions: Unions) {
     let redis = Redis::start();
     let at = |d: u32, h: u32| tokyo(2026, 11, d, h, 0);
     let evs: Vec<Ev> = vec![
@@ -426,7 +436,7 @@ async fn tie_times_of_a_union_follow_the_documented_rule() {
     let mut sorted = evs.clone();
     sorted.sort_by_key(|e| e.1);
     let d = applied(&redis.url(), &unique("tie"), &sorted, now()).await;
-    let base = serve(&d, 1_000).await;
+    let base = serve_with(&d, unions).await;
     let (_, speed) = get_json(&format!("{base}/v1/boards/speed/last:3d/top?limit=10")).await;
     let want_speed = reference(
         &sorted,
