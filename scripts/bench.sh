@@ -8,9 +8,12 @@
 # million-member period into PostgreSQL against batched and row-by-row
 # INSERTs; and a rolling view last:7d over 7 day boards of 100,000 members
 # (uncached, cached and 100 concurrent readers) against keeping the same
-# board as a 7d/1d window (write cost per event).
+# board as a 7d/1d window (write cost per event); and 2,000 live-view (SSE)
+# clients on one rankflow: Redis commands/s against one client per view,
+# memory per client, and the delay from a change to its push.
 # BENCH_EVENTS / BENCH_NAIVE_EVENTS shrink the pipeline load for a quick look;
-# BENCH_UNION_MEMBERS / BENCH_UNION_READS / BENCH_UNION_EVENTS the union one.
+# BENCH_UNION_MEMBERS / BENCH_UNION_READS / BENCH_UNION_EVENTS the union one;
+# BENCH_STREAM_CLIENTS / BENCH_STREAM_CHANGES the live-view one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TANSU_BIN=$(scripts/setup.sh | tail -n 1)
@@ -21,3 +24,4 @@ cargo bench --locked --bench pipeline
 cargo bench --locked --bench composite
 cargo bench --locked --bench archive
 cargo bench --locked --bench unions
+cargo bench --locked --bench streams
