@@ -562,12 +562,17 @@ fn report(idle: (f64, u64), phases: &[Phase], window: Duration) {
     );
     for p in phases {
         println!(
-            "  {:<28} {:>9.1} {:>10} {:>10} {:>11.1} {:>7} {:>7} {:>9.1} {:>9.1} {:>9.1}",
+            "  {:<28} {:>9.1} {:>10} {:>10} {:>11} {:>7} {:>7} {:>9.1} {:>9.1} {:>9.1}",
             p.name,
             p.cmds_per_s,
             p.rss_before_kib,
             p.rss_kib,
-            p.per_client_kib(),
+            // A few clients' memory is below the RSS noise of a page.
+            if p.clients >= 100 {
+                format!("{:.1}", p.per_client_kib())
+            } else {
+                "-".to_string()
+            },
             p.streams_open,
             p.pushes,
             p.pct(50.0),
