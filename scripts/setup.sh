@@ -43,6 +43,8 @@ command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # (W3C WebDriver); the driver package matches the browser's version.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
+# ... and loads it in headless Firefox ESR too (no driver: its console).
+command -v firefox-esr >/dev/null 2>&1 || need_apt+=(firefox-esr)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} (apt)" >&2
   as_root apt-get update -qq >&2

@@ -5,7 +5,8 @@
 //! boards; the top list follows new events without a reload; a member id
 //! carrying markup shows as text; the member search shows the neighbourhood;
 //! a past period renders; a scoped board reads the scope typed in; the page
-//! fits a phone-sized window; the browser logged no error.
+//! fits a phone-sized window; the browser logged no error. The page then
+//! loads in headless Firefox ESR too, which logs no console error.
 //!
 //! Expected lists come from the scores the test sent (summed and sorted
 //! here), never from the API under test.
@@ -461,4 +462,47 @@ async fn the_page_shows_live_boards_a_member_s_neighbourhood_and_a_past_period()
         .filter(|e| e["level"] == json!("SEVERE"))
         .collect();
     assert!(severe.is_empty(), "the browser logged errors: {severe:?}");
+    firefox_loads_the_page_without_console_errors(&process.url("/"));
+}
+
+/// Loads the page in headless Firefox ESR (no driver: its screenshot mode
+/// loads the page, runs its scripts and saves a picture) with console
+/// messages sent to stdout; the page's own handler logs any uncaught error
+/// there. Checks that Firefox saved the picture and logged no error.
+fn firefox_loads_the_page_without_console_errors(url: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let profile = dir.path().join("profile");
+    std::fs::create_dir_all(&profile).expect("profile dir");
+    std::fs::write(
+        profile.join("user.js"),
+        "user_pref(\"devtools.console.stdout.content\", true);\n\
+         user_pref(\"browser.shell.checkDefaultBrowser\", false);\n\
+         user_pref(\"datareporting.policy.dataSubmissionEnabled\", false);\n",
+    )
+    .expect("user.js");
+    let shot = dir.path().join("firefox.png");
+    let out = std::process::Command::new("firefox-esr")
+        .args(["--headless", "--no-remote", "--profile"])
+        .arg(&profile)
+        .arg("--screenshot")
+        .arg(&shot)
+        .args(["--window-size=390,844", url])
+        .output()
+        .expect("firefox-esr runs (scripts/setup.sh installs it)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "firefox-esr failed: {text}");
+    let size = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        size > 1_000,
+        "Firefox saved no picture of the page ({size} bytes): {text}"
+    );
+    let errors: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("console.error") || l.contains("rankflow page:"))
+        .collect();
+    assert!(errors.is_empty(), "Firefox logged errors: {errors:?}");
 }

@@ -8,6 +8,14 @@
 // ever reach the page through textContent, never as markup.
 "use strict";
 
+// An error nobody caught is logged to the console like any other, so a
+// browser that shows only console messages (the Firefox check of
+// tests/browser.rs) reports it too.
+window.addEventListener("error", (e) => console.error(`rankflow page: ${e.message}`));
+window.addEventListener("unhandledrejection", (e) =>
+  console.error(`rankflow page: ${e.reason}`),
+);
+
 const $ = (id) => document.getElementById(id);
 
 const state = {
