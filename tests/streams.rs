@@ -2,7 +2,7 @@
 //! `rankflow run` binary with tansu and redis-server: the top stream sends
 //! the list at connect, again (with a higher `id:`) when events change it and
 //! not otherwise; `Last-Event-ID` gets the list at once; a rolling view
-//! (`last:2d`) streams too; the member stream names who overtook whom; bad
+//! (`last:2d`) and a window (`win:1h`) stream too; the member stream names who overtook whom; bad
 //! queries are the usual JSON errors; 50 subscribers of one view cost the
 //! Redis reads of one (`INFO commandstats`); the cap answers 503; SIGTERM
 //! with open streams still exits 0 within 10 s; an archived period (a
@@ -27,6 +27,7 @@ event = "score"
 member = "user_id"
 score = "points"
 periods = ["all", "day"]
+windows = ["1h/1m"]
 "#;
 
 // ---------------------------------------------------------------- SSE client
@@ -385,6 +386,23 @@ async fn top_and_member_streams_follow_events_and_end_on_sigterm() {
     let want = rig.sent.top();
     union
         .event_until(Duration::from_secs(30), "union after u2", |e| {
+            entries(&e.data) == want
+        })
+        .await;
+
+    // So does a window (every event of this test is inside the hour).
+    let mut window = Stream::open(
+        &rig.url("/v1/boards/points/win:1h/top/stream?limit=5"),
+        None,
+    )
+    .await;
+    let w0 = window.event(Duration::from_secs(10), "window list").await;
+    assert_eq!(w0.data["view"], json!("win:1h"));
+    assert_eq!(entries(&w0.data), want);
+    rig.send(&[("u3", 100)]).await;
+    let want = rig.sent.top();
+    window
+        .event_until(Duration::from_secs(30), "window after u3", |e| {
             entries(&e.data) == want
         })
         .await;
