@@ -12,17 +12,13 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, OnceLock};
 
-use chrono::{NaiveDate, TimeZone};
-use chrono_tz::Tz;
+use chrono::NaiveDate;
 use common::direct::Direct;
+use common::unions::*;
 use common::*;
-use rankflow::clock::SharedClock;
-use rankflow::reader::{Query, Reader, ScopeUnion, Unions};
+use rankflow::reader::{Query, ScopeUnion, Unions};
 use serde_json::{Value, json};
-
-const TOKYO: Tz = chrono_tz::Asia::Tokyo;
 
 /// Games (scopes), one with every character the key layout escapes.
 const GAMES: [&str; 4] = ["g1", "g2", "g3", "odd:{x}%"];
@@ -116,30 +112,6 @@ periods = ["day"]
 /// One event: member, time (ms), points, game.
 type Ev = (String, i64, i64, String);
 
-fn tokyo(y: i32, m: u32, d: u32, h: u32, min: u32) -> i64 {
-    TOKYO
-        .with_ymd_and_hms(y, m, d, h, min, 0)
-        .single()
-        .expect("unambiguous")
-        .timestamp_millis()
-}
-
-fn local_date(ts: i64) -> NaiveDate {
-    chrono::DateTime::from_timestamp_millis(ts)
-        .expect("ts")
-        .with_timezone(&TOKYO)
-        .date_naive()
-}
-
-fn date(y: i32, m: u32, d: u32) -> NaiveDate {
-    NaiveDate::from_ymd_opt(y, m, d).expect("date")
-}
-
-/// Now: 2026-11-05 20:00 in Tokyo.
-fn now() -> i64 {
-    tokyo(2026, 11, 5, 20, 0)
-}
-
 /// 10 Tokyo days 2026-10-27 ..= 2026-11-05 (across a month boundary), 8
 /// members over the 4 games, events at 00:05, 12:00 and 23:55 local (the
 /// first and last fall on another UTC date), points from a fixed
@@ -209,20 +181,6 @@ fn reference(
     rows.into_iter().map(|(m, v, _)| (m, v)).collect()
 }
 
-fn rows(body: &Value) -> Vec<(String, i64)> {
-    body["entries"]
-        .as_array()
-        .unwrap_or_else(|| panic!("entries in {body}"))
-        .iter()
-        .map(|e| {
-            (
-                e["member"].as_str().expect("member").to_string(),
-                e["score"].as_i64().expect("score"),
-            )
-        })
-        .collect()
-}
-
 /// `scope=` parameters for `games`, URL-encoded.
 fn scope_params(games: &[&str]) -> String {
     games
@@ -253,40 +211,6 @@ async fn applied(redis_url: &str, prefix: &str, evs: &[Ev]) -> Direct {
         d.apply(chunk).await;
     }
     d
-}
-
-fn reader(d: &Direct, ttl_ms: i64) -> Reader {
-    let clock: SharedClock = Arc::new(d.clock.clone());
-    Reader {
-        boards: d.boards.clone(),
-        store: d.store.clone(),
-        clock,
-        archive: None,
-        unions: Unions::new(ttl_ms),
-    }
-}
-
-async fn serve(d: &Direct, ttl_ms: i64) -> String {
-    serve_with(d, Unions::new(ttl_ms)).await
-}
-
-async fn serve_with(d: &Direct, unions: Unions) -> String {
-    let slot = Arc::new(OnceLock::new());
-    let _ = slot.set(Reader {
-        unions,
-        ..reader(d, 1_000)
-    });
-    d.serve(slot).await
-}
-
-/// `calls=` of one command in `INFO commandstats` (0 if never called).
-fn calls(redis: &Redis, command: &str) -> u64 {
-    let info = redis.cli(&["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// The reads of the main test: board, view and extra parameters, the

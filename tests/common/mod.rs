@@ -12,6 +12,7 @@ pub mod history;
 pub mod offsets;
 pub mod postgres;
 pub mod reference;
+pub mod unions;
 
 pub use offsets::{GroupOffsets, GroupWatch};
 
