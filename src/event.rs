@@ -1,11 +1,25 @@
 //! Input events (SPEC §1): decoding a Kafka message value into a validated
 //! [`Event`], with the JSON Schemas in `schemas/` as the source of truth.
 //!
+//! Two decodes give the same answers (tests/decode_equivalence.rs): the
+//! typed one every message takes ([`typed`] parses, [`check`] applies the
+//! schemas as field rules) and the generic one ([`generic`]: a
+//! `serde_json::Value` checked by the compiled schemas), kept as the
+//! reference and the benchmark's baseline.
+//!
 //! Decoding never panics. Every rejection is a [`DecodeError`] whose
 //! [`reason`](DecodeError::reason) is the stable code that goes into metrics
 //! and the dead-letter header `rankflow-error`.
 
+mod check;
+mod generic;
+mod typed;
+
 use serde_json::{Map, Value};
+
+pub use generic::SchemaBuildError;
+use generic::Validators;
+use typed::Top;
 
 use crate::telemetry::DlqReason;
 
@@ -152,7 +166,7 @@ impl DecodeError {
 
 /// Compiled schemas plus limits; build once, share across tasks.
 pub struct Decoder {
-    validators: [jsonschema::Validator; 3],
+    validators: Validators,
     max_bytes: usize,
 }
 
@@ -164,38 +178,35 @@ impl std::fmt::Debug for Decoder {
     }
 }
 
-/// The embedded schemas failed to compile: a build defect, reported rather
-/// than panicking so `check` can still say what happened.
-#[derive(Debug, thiserror::Error)]
-#[error("embedded schema for {kind} is invalid: {message}")]
-pub struct SchemaBuildError {
-    kind: &'static str,
-    message: String,
-}
-
 impl Decoder {
     pub fn new(max_bytes: usize) -> Result<Decoder, SchemaBuildError> {
-        let build = |kind: EventType| -> Result<jsonschema::Validator, SchemaBuildError> {
-            let err = |message: String| SchemaBuildError {
-                kind: kind.name(),
-                message,
-            };
-            let schema: Value =
-                serde_json::from_str(kind.schema_text()).map_err(|e| err(e.to_string()))?;
-            jsonschema::draft202012::new(&schema).map_err(|e| err(e.to_string()))
-        };
         Ok(Decoder {
-            validators: [
-                build(EventType::Gift)?,
-                build(EventType::Score)?,
-                build(EventType::Play)?,
-            ],
+            validators: Validators::new()?,
             max_bytes,
         })
     }
 
-    /// Decodes and validates one message value.
+    /// Decodes and validates one message value: the typed decode, which
+    /// reads the payload once into typed, borrowed slots and applies the
+    /// schemas as rules ([`check`]), accepting exactly what
+    /// [`decode_generic`](Decoder::decode_generic) accepts.
     pub fn decode(&self, payload: &[u8]) -> Result<Event, DecodeError> {
+        let text = self.text(payload)?;
+        match typed::parse(text)? {
+            Top::Object(object) => check::event(object),
+            Top::NotObject => Err(DecodeError::NotObject),
+            Top::RawValueToken => self.validators.decode(text),
+        }
+    }
+
+    /// The same decode through a generic `serde_json::Value` and the
+    /// compiled JSON Schema validators: the reference the typed decode is
+    /// tested against, and the "before" of `benches/decode.rs`.
+    pub fn decode_generic(&self, payload: &[u8]) -> Result<Event, DecodeError> {
+        self.validators.decode(self.text(payload)?)
+    }
+
+    fn text<'a>(&self, payload: &'a [u8]) -> Result<&'a str, DecodeError> {
         if payload.len() > self.max_bytes {
             return Err(DecodeError::TooLarge {
                 size: payload.len(),
@@ -204,54 +215,13 @@ impl Decoder {
         }
         // Checked separately so invalid UTF-8 gets its own reason rather
         // than a generic JSON error.
-        let text = std::str::from_utf8(payload)?;
-        let value: Value = serde_json::from_str(text)?;
-        let Value::Object(mut fields) = value else {
-            return Err(DecodeError::NotObject);
-        };
-        let kind = match fields.get("type") {
-            Some(Value::String(t)) => {
-                EventType::parse(t).ok_or_else(|| DecodeError::UnknownType(t.clone()))?
-            }
-            Some(other) => {
-                return Err(DecodeError::Schema(format!(
-                    "/type: {other} is not a string"
-                )));
-            }
-            None => return Err(DecodeError::Schema("missing required field `type`".into())),
-        };
-        let object = Value::Object(fields);
-        if let Err(e) = self.validators[kind.index()].validate(&object) {
-            return Err(DecodeError::Schema(schema_message(&e)));
-        }
-        let Value::Object(taken) = object else {
-            return Err(DecodeError::NotObject);
-        };
-        fields = taken;
-        normalize(kind, &mut fields)?;
-        let event_id = match fields.get("event_id") {
-            Some(Value::String(s)) => s.clone(),
-            _ => return Err(DecodeError::Schema("/event_id: not a string".into())),
-        };
-        check_id_bytes("event_id", &event_id)?;
-        let ts = fields
-            .get("ts")
-            .and_then(Value::as_i64)
-            .ok_or_else(|| DecodeError::Schema("/ts: not an integer".into()))?;
-        Ok(Event {
-            kind,
-            event_id,
-            ts,
-            fields,
-        })
+        Ok(std::str::from_utf8(payload)?)
     }
 }
 
-fn schema_message(e: &jsonschema::ValidationError<'_>) -> String {
-    let path = e.instance_path().to_string();
-    let mut message = e.to_string();
-    // Messages quote the offending value; a 10 KB id would make a 10 KB
-    // header and log line, so keep them readable.
+/// Messages quote the offending value; a 10 KB id would make a 10 KB
+/// header and log line, so keep them readable.
+fn shorten(mut message: String) -> String {
     if message.len() > 300 {
         let mut cut = 300;
         while !message.is_char_boundary(cut) {
@@ -260,11 +230,7 @@ fn schema_message(e: &jsonschema::ValidationError<'_>) -> String {
         message.truncate(cut);
         message.push('…');
     }
-    if path.is_empty() {
-        message
-    } else {
-        format!("{path}: {message}")
-    }
+    message
 }
 
 fn check_id_bytes(field: &str, id: &str) -> Result<(), DecodeError> {
@@ -273,44 +239,6 @@ fn check_id_bytes(field: &str, id: &str) -> Result<(), DecodeError> {
             "/{field}: id of {} bytes (ids are 1-{MAX_ID_BYTES} bytes)",
             id.len()
         )));
-    }
-    Ok(())
-}
-
-/// Ids become strings (checked for byte length), integer fields become
-/// integers. The schema has already accepted the shapes.
-fn normalize(kind: EventType, fields: &mut Map<String, Value>) -> Result<(), DecodeError> {
-    for field in kind.id_fields() {
-        let Some(v) = fields.get_mut(*field) else {
-            continue;
-        };
-        match v {
-            Value::String(s) => check_id_bytes(field, s)?,
-            Value::Number(n) => {
-                let text = if let Some(i) = n.as_i64() {
-                    i.to_string()
-                } else if let Some(u) = n.as_u64() {
-                    u.to_string()
-                } else if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 1e18) {
-                    // Integral per JSON Schema (e.g. `7.0`): its integer text.
-                    format!("{f:.0}")
-                } else {
-                    return Err(DecodeError::Schema(format!("/{field}: not an integer id")));
-                };
-                *v = Value::String(text);
-            }
-            _ => {}
-        }
-    }
-    for field in kind.integer_fields() {
-        if let Some(v) = fields.get_mut(*field)
-            && let Some(f) = v.as_f64()
-            && !v.is_i64()
-            && f.fract() == 0.0
-            && f.abs() <= 9.007_199_254_740_992e15
-        {
-            *v = Value::from(f as i64);
-        }
     }
     Ok(())
 }
