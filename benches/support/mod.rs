@@ -2,7 +2,11 @@
 //! an in-process rankflow and measuring the run — events/s from the first
 //! applied event to the last, rankflow's CPU time (this process, from
 //! `/proc/self/stat`), Redis's CPU time (`INFO cpu`) and the commands Redis
-//! ran (`INFO commandstats`, script-internal calls included).
+//! ran (`INFO commandstats`, script-internal calls included), and where
+//! Redis's time went (per command, per script).
+
+// Each bench that includes this module uses a different part of it.
+#![allow(dead_code)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -166,4 +170,163 @@ pub async fn consume(
         run.flush_ms
     );
     run
+}
+
+/// Calls and microseconds per command from `INFO commandstats`, keyed by
+/// the lower-case command name (`evalsha`, `zincrby`, ...). Commands called
+/// by scripts are counted under their own names as well as inside the
+/// `evalsha` that ran them.
+pub type CommandStats = std::collections::BTreeMap<String, (f64, f64)>;
+
+/// Redis's per-command counters so far.
+pub async fn command_stats(redis: &Redis) -> CommandStats {
+    let mut c = redis.conn().await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut c)
+        .await
+        .unwrap_or_default();
+    let mut stats = CommandStats::new();
+    for line in info.lines() {
+        let Some((name, fields)) = line
+            .strip_prefix("cmdstat_")
+            .and_then(|l| l.split_once(':'))
+        else {
+            continue;
+        };
+        let field = |key: &str| {
+            fields
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(key))
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        stats.insert(name.to_string(), (field("calls="), field("usec=")));
+    }
+    stats
+}
+
+/// What each command added between two snapshots (commands that ran at
+/// least once in between).
+pub fn command_delta(before: &CommandStats, after: &CommandStats) -> CommandStats {
+    after
+        .iter()
+        .filter_map(|(name, &(calls, usec))| {
+            let (c0, u0) = before.get(name).copied().unwrap_or((0.0, 0.0));
+            (calls > c0).then(|| (name.clone(), (calls - c0, usec - u0)))
+        })
+        .collect()
+}
+
+/// Top-level commands the harness and rankflow send outside scripts; every
+/// other command in [`CommandStats`] ran inside a script (the apply and
+/// positions scripts are the only writers).
+pub const TOP_LEVEL: &[&str] = &[
+    "evalsha", "info", "slowlog", "config", "ping", "script", "client", "hello", "select", "hmget",
+    "cluster", "exists",
+];
+
+/// Records every top-level command in SLOWLOG from now on (threshold 0),
+/// after emptying it, so [`script_split`] can tell the scripts apart.
+pub async fn slowlog_all(redis: &Redis, max_len: u64) {
+    let mut c = redis.conn().await;
+    for (k, v) in [
+        ("slowlog-max-len", max_len.to_string()),
+        ("slowlog-log-slower-than", "0".to_string()),
+    ] {
+        let _: Result<(), _> = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(k)
+            .arg(v)
+            .query_async(&mut c)
+            .await;
+    }
+    let _: Result<(), _> = redis::cmd("SLOWLOG").arg("RESET").query_async(&mut c).await;
+}
+
+/// One script's share of the EVALSHA calls SLOWLOG recorded.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptTime {
+    pub calls: f64,
+    pub usec: f64,
+    pub max_usec: f64,
+}
+
+/// Groups the EVALSHA entries of SLOWLOG by script and by the board of the
+/// call's first key (the apply script's calls each start with one board
+/// instance's fence; the positions script's only key is `<prefix>:positions`),
+/// and puts the threshold back to Redis's default (10 ms) so later phases are
+/// not recorded. Script hashes carry a nonce per load, so the key is what
+/// names a script here.
+pub async fn script_split(redis: &Redis) -> std::collections::BTreeMap<String, ScriptTime> {
+    // Hundreds of thousands of entries take longer than the client's default
+    // response timeout to arrive.
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    let mut c = redis::Client::open(redis.url())
+        .expect("client")
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("connection");
+    let entries: Vec<redis::Value> = match redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+    {
+        Ok(entries) => entries,
+        Err(e) => {
+            eprintln!("SLOWLOG GET failed: {e}");
+            Vec::new()
+        }
+    };
+    let _: Result<(), _> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg("10000")
+        .query_async(&mut c)
+        .await;
+    let mut split = std::collections::BTreeMap::<String, ScriptTime>::new();
+    for entry in entries {
+        let redis::Value::Array(fields) = entry else {
+            continue;
+        };
+        // id, timestamp, duration (µs), arguments, client address, name.
+        let usec = match fields.get(2) {
+            Some(redis::Value::Int(u)) => *u as f64,
+            _ => continue,
+        };
+        let args: Vec<String> = match fields.get(3) {
+            Some(redis::Value::Array(a)) => a
+                .iter()
+                .map(|v| match v {
+                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    _ => String::new(),
+                })
+                .collect(),
+            _ => continue,
+        };
+        if !args
+            .first()
+            .is_some_and(|a| a.eq_ignore_ascii_case("evalsha"))
+        {
+            continue;
+        }
+        let key = args.get(3).map(String::as_str).unwrap_or("");
+        let name = if key.ends_with(":positions") {
+            "positions script".to_string()
+        } else {
+            // `<prefix>:{<board>[:<scope>]}:...`: the board of the first
+            // instance in the call.
+            let board = key
+                .split_once('{')
+                .map(|(_, r)| r.split(&[':', '}'][..]).next().unwrap_or(""))
+                .unwrap_or("?");
+            format!("apply script, first board {board}")
+        };
+        let t = split.entry(name).or_default();
+        t.calls += 1.0;
+        t.usec += usec;
+        t.max_usec = t.max_usec.max(usec);
+    }
+    split
 }
