@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The benchmarks, each printing ratios against a baseline measured in the
 # same run: the rule expression compiler against the cel interpreter, and
-# the whole pipeline (1,000,000 gift events through tansu and Redis) with the
-# default batch settings against one round trip per event; and the memory of
+# the whole pipeline (1,000,000 gift events through tansu and Redis), the
+# plain gift boards and issue 14's window workload, with the default batch
+# settings against one round trip per event, with Redis's time per command
+# (scripts/profile.sh records the same workloads under perf); and the memory of
 # a full 3h/1m window against a day board of the same members; a composite
 # board's cost per event next to plain and tie-break boards; and archiving a
 # million-member period into PostgreSQL against batched and row-by-row
@@ -11,7 +13,8 @@
 # board as a 7d/1d window (write cost per event); and 2,000 live-view (SSE)
 # clients on one rankflow: Redis commands/s against one client per view,
 # memory per client, and the delay from a change to its push.
-# BENCH_EVENTS / BENCH_NAIVE_EVENTS shrink the pipeline load for a quick look;
+# BENCH_EVENTS / BENCH_NAIVE_EVENTS shrink the pipeline load for a quick look
+# (BENCH_WORKLOADS=plain or windows runs one);
 # BENCH_UNION_MEMBERS / BENCH_UNION_READS / BENCH_UNION_EVENTS the union one;
 # BENCH_STREAM_CLIENTS / BENCH_STREAM_CHANGES the live-view one.
 set -euo pipefail

@@ -68,12 +68,15 @@ from collections import Counter
 STAGES = [
     ("validate", r"jsonschema|referencing::|fancy_regex|regex_automata|regex::"),
     ("decode", r"serde_json|serde::de|rankflow::event::|core::str::converts::from_utf8|core::str::validations"),
-    ("rules", r"rankflow::rules|rankflow::expr"),
+    ("rules", r"rankflow::rules|rankflow::expr|rankflow::board::resolve"),
     ("batch", r"rankflow::sink::batch|rankflow::sink::aggregate|rankflow::engine::(intake|queue|partitions|drain)"),
     ("encode", r"rankflow::sink::call|rankflow::sink::expiry|rankflow::board::keys|redis::cmd|redis::Cmd|core::fmt|alloc::fmt|itoa|ryu"),
     ("send", r"redis::|rankflow::sink|rankflow::engine::flush|tokio::net|mio::"),
     ("kafka", r"rdkafka|rd_kafka|^rd_|zstd|ZSTD|crc32"),
-    ("runtime", r"tokio::|std::|futures|parking_lot|core::|alloc::|hashbrown|rankflow::"),
+    # Hash maps and B-trees serve the batch (pre-aggregation) and decode
+    # (serde_json's Map is a BTreeMap) alike: only a caller frame tells.
+    ("collections (hash maps, B-trees)", r"hashbrown|BuildHasher|core::hash|btree"),
+    ("runtime", r"tokio::|std::|futures|parking_lot|core::|alloc::|rankflow::"),
 ]
 compiled = [(name, re.compile(rx)) for name, rx in STAGES]
 skip = re.compile(r"\[k\]|^mi_|^_mi_|mimalloc|^__memmove|^__memcpy|^memcpy|^memmove|^__memset|^_int_|^malloc|^free$")
@@ -96,6 +99,31 @@ for line in open(sys.argv[1]):
             break
     counts[stage] += n
 for stage, n in counts.most_common():
+    print(f"  {stage:<38} {100.0 * n / max(total, 1):6.1f}%  ({n} samples)")
+# Self time: the leaf symbol alone, with what the stages leave unclaimed
+# split into the allocator, page faults (the kernel zeroing fresh pages),
+# libc's memcmp/memmove, scheduling and the rest of the kernel.
+LEAF = [
+    ("allocator (mimalloc)", r"^mi_|^_mi_|mimalloc"),
+    ("page faults (kernel zeroes new pages)", r"clear_page|do_anonymous_page|handle_mm_fault|page_fault"),
+    ("libc memcmp/memmove/memcpy", r"__mem(cmp|move|cpy|set)"),
+    ("scheduling, futex, clock (kernel, vdso)", r"finish_task_switch|_raw_spin|futex|schedule|vdso|clock_gettime"),
+    ("kernel, other", r"\[k\]"),
+]
+leaf_rx = [(name, re.compile(rx)) for name, rx in LEAF]
+self_counts = Counter()
+for line in open(sys.argv[1]):
+    stack, _, n = line.rstrip("\n").rpartition(" ")
+    frames = stack.split(";")
+    leaf = frames[-1]
+    if frames[0].startswith("rdk:"):
+        stage = "kafka"
+    else:
+        stage = next((s for s, rx in compiled if rx.search(leaf)), None)
+        stage = stage or next((s for s, rx in leaf_rx if rx.search(leaf)), "other")
+    self_counts[stage] += int(n)
+print("  -- self time (leaf symbol only) --")
+for stage, n in self_counts.most_common():
     print(f"  {stage:<38} {100.0 * n / max(total, 1):6.1f}%  ({n} samples)")
 PY
 }
