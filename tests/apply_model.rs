@@ -1,0 +1,176 @@
+//! Model test of the Lua apply script's raw writes (issue 14): random
+//! batches of plain and tie-break sums, with repeated members in one call
+//! and values up to the schema's 10^12 cap, go through the consumer's own batch and script
+//! code (`common::direct::Direct`, minus Kafka) into a real redis-server.
+//! After every call the raw keys — K's scores, K:t, and the dense index K:v
+//! holding exactly the distinct values held — are compared with plain Rust
+//! maps kept by the test, so a rewrite of the script's hot paths (variadic
+//! commands) must write byte-for-byte the same data as today's.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::direct::Direct;
+use serde_json::{Value, json};
+
+const NOW: i64 = 1_795_262_400_000;
+/// Sums stay below this in magnitude (Lua and Redis doubles are exact there).
+const EXACT: i64 = 1 << 53;
+
+const BOARDS: &str = r#"
+[[board]]
+name = "msum"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["all"]
+
+[[board]]
+name = "mtie"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["all"]
+tie_break = "latest"
+"#;
+
+/// xorshift64, so a failing seed replays.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Reference state of one member: the sum and the latest event time.
+#[derive(Default, Clone, Copy)]
+struct Held {
+    sum: i64,
+    ts: i64,
+}
+
+/// A value for the next event of a member holding `sum`: mostly small (so
+/// members share values and leave them), sometimes near the schema's
+/// 10^12 cap; never one that would take the sum out of the exact range.
+fn value(rng: &mut Rng, sum: i64) -> i64 {
+    let v = if rng.next(10) == 0 {
+        // The event schema caps a value at 10^12.
+        let big = 1_000_000_000_000 - rng.next(1000) as i64;
+        if rng.next(2) == 0 { big } else { -big }
+    } else {
+        rng.next(9) as i64 - 3
+    };
+    if (sum + v).abs() >= EXACT {
+        -v.signum()
+    } else {
+        v
+    }
+}
+
+async fn zrange(c: &mut redis::aio::MultiplexedConnection, key: &str) -> Vec<(String, f64)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(c)
+        .await
+        .expect("ZRANGE")
+}
+
+/// Compares one view's raw keys with the model after `round`.
+async fn check_view(
+    c: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    tie: bool,
+    model: &BTreeMap<String, Held>,
+    round: usize,
+) {
+    let raw = zrange(c, key).await;
+    let index = zrange(c, &format!("{key}:v")).await;
+    let mut want_scores: Vec<f64> = model.values().map(|h| h.sum as f64).collect();
+    want_scores.sort_by(f64::total_cmp);
+    let mut got_scores: Vec<f64> = raw.iter().map(|r| r.1).collect();
+    got_scores.sort_by(f64::total_cmp);
+    assert_eq!(got_scores, want_scores, "{key} round {round}: the scores");
+    if !tie {
+        let got: BTreeMap<String, f64> = raw.into_iter().collect();
+        let want: BTreeMap<String, f64> = model
+            .iter()
+            .map(|(m, h)| (m.clone(), h.sum as f64))
+            .collect();
+        assert_eq!(got, want, "{key} round {round}: member -> sum");
+    } else {
+        let times: BTreeMap<String, i64> = redis::cmd("HGETALL")
+            .arg(format!("{key}:t"))
+            .query_async(c)
+            .await
+            .expect("HGETALL K:t");
+        let want: BTreeMap<String, i64> = model.iter().map(|(m, h)| (m.clone(), h.ts)).collect();
+        assert_eq!(
+            times, want,
+            "{key} round {round}: K:t holds each member's latest time"
+        );
+    }
+    let distinct: BTreeSet<i64> = model.values().map(|h| h.sum).collect();
+    let want_index: Vec<f64> = distinct.into_iter().map(|v| v as f64).collect();
+    let got_index: Vec<f64> = index.iter().map(|e| e.1).collect();
+    assert_eq!(
+        got_index, want_index,
+        "{key} round {round}: K:v holds each value once"
+    );
+}
+
+#[tokio::test]
+async fn the_apply_script_writes_what_a_plain_model_computes() {
+    let redis = common::Redis::start();
+    let mut c = redis.conn().await;
+    for seed in 1..=24u64 {
+        let prefix = common::unique("am");
+        let mut direct = Direct::new(&redis.url(), &prefix, BOARDS, NOW).await;
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut model: BTreeMap<String, Held> = BTreeMap::new();
+        for round in 0..20usize {
+            direct.clock.set(NOW + round as i64 * 60_000);
+            let now = direct.now();
+            // Few members and many events: most members appear several
+            // times in one call, and share values with others.
+            let n = 1 + rng.next(80) as usize;
+            let mut events: Vec<Value> = Vec::with_capacity(n);
+            for k in 0..n {
+                let member = format!("u{}", rng.next(20));
+                let ts = now - rng.next(50) as i64 * 1000;
+                let held = model.entry(member.clone()).or_default();
+                let v = value(&mut rng, held.sum);
+                held.sum += v;
+                held.ts = held.ts.max(ts);
+                events.push(
+                    json!({"type": "score", "event_id": format!("s{seed}r{round}e{k}"),
+                                   "ts": ts, "user_id": member, "game_id": "g1", "points": v}),
+                );
+            }
+            direct.apply(&events).await;
+            check_view(
+                &mut c,
+                &format!("{prefix}:{{msum}}:all"),
+                false,
+                &model,
+                round,
+            )
+            .await;
+            check_view(
+                &mut c,
+                &format!("{prefix}:{{mtie}}:all"),
+                true,
+                &model,
+                round,
+            )
+            .await;
+        }
+    }
+}
