@@ -1,11 +1,14 @@
 //! Model test of the Lua apply script's raw writes (issue 14): random
-//! batches of plain and tie-break sums, with repeated members in one call
-//! and values up to the schema's 10^12 cap, go through the consumer's own batch and script
-//! code (`common::direct::Direct`, minus Kafka) into a real redis-server.
-//! After every call the raw keys — K's scores, K:t, and the dense index K:v
-//! holding exactly the distinct values held — are compared with plain Rust
-//! maps kept by the test, so a rewrite of the script's hot paths (variadic
-//! commands) must write byte-for-byte the same data as today's.
+//! batches of plain and tie-break sums and a 10-minute sum window (several
+//! buckets per call, late events, evictions as the clock moves), with
+//! repeated members in one call and values up to the schema's 10^12 cap,
+//! go through the consumer's own batch and script code
+//! (`common::direct::Direct`, minus Kafka) into a real redis-server. After
+//! every call the raw keys — K's scores, K:t, the dense index K:v holding
+//! exactly the distinct values held, and the window's K:n, K:log and bucket
+//! values — are compared with plain Rust maps kept by the test, so a
+//! rewrite of the script's hot paths (variadic commands) must leave the
+//! same data as today's.
 
 mod common;
 
@@ -14,9 +17,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::direct::Direct;
 use serde_json::{Value, json};
 
-const NOW: i64 = 1_795_262_400_000;
 /// Sums stay below this in magnitude (Lua and Redis doubles are exact there).
 const EXACT: i64 = 1 << 53;
+const WINDOW_MS: i64 = 10 * 60_000;
+const BUCKET_MS: i64 = 60_000;
 
 const BOARDS: &str = r#"
 [[board]]
@@ -25,6 +29,7 @@ event = "score"
 member = "user_id"
 score = "points"
 periods = ["all"]
+windows = ["10m/1m"]
 
 [[board]]
 name = "mtie"
@@ -126,17 +131,87 @@ async fn check_view(
     );
 }
 
+/// Reference window: (bucket end, member) -> that bucket's sum and latest time.
+type Buckets = BTreeMap<(i64, String), Held>;
+
+/// Compares the window view's raw keys — K, K:v, K:n, K:log and every
+/// bucket hash — with the live buckets of the model at `now`.
+async fn check_window(
+    c: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    buckets: &Buckets,
+    now: i64,
+    round: usize,
+) {
+    let live: Vec<(&(i64, String), &Held)> = buckets
+        .iter()
+        .filter(|((end, _), _)| *end > now - WINDOW_MS)
+        .collect();
+    let mut sums: BTreeMap<String, Held> = BTreeMap::new();
+    let mut counts: BTreeMap<String, i64> = BTreeMap::new();
+    let mut ends: BTreeSet<i64> = BTreeSet::new();
+    for ((end, m), h) in &live {
+        let e = sums.entry(m.clone()).or_default();
+        e.sum += h.sum;
+        *counts.entry(m.clone()).or_insert(0) += 1;
+        ends.insert(*end);
+    }
+    check_view(c, key, false, &sums, round).await;
+    let n: BTreeMap<String, i64> = redis::cmd("HGETALL")
+        .arg(format!("{key}:n"))
+        .query_async(c)
+        .await
+        .expect("HGETALL K:n");
+    assert_eq!(n, counts, "{key} round {round}: K:n counts live buckets");
+    let log = zrange(c, &format!("{key}:log")).await;
+    let got_ends: BTreeSet<i64> = log.iter().map(|e| e.1 as i64).collect();
+    assert_eq!(
+        got_ends, ends,
+        "{key} round {round}: K:log holds the live buckets"
+    );
+    for end in &ends {
+        let raw: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(format!("{key}:b:{end}"))
+            .query_async(c)
+            .await
+            .expect("HGETALL bucket");
+        // A plain sum's bucket keeps the value alone (no tie-break, so no
+        // time); "value,time" would carry the latest event's time.
+        let got: BTreeMap<String, f64> = raw
+            .into_iter()
+            .map(|(m, vt)| {
+                let v = vt.split_once(',').map_or(vt.as_str(), |(v, _)| v);
+                (m, v.parse().expect("value"))
+            })
+            .collect();
+        let want: BTreeMap<String, f64> = live
+            .iter()
+            .filter(|((e, _), _)| e == end)
+            .map(|((_, m), h)| (m.clone(), h.sum as f64))
+            .collect();
+        assert_eq!(got, want, "{key} round {round}: bucket {end}");
+    }
+}
+
 #[tokio::test]
 async fn the_apply_script_writes_what_a_plain_model_computes() {
     let redis = common::Redis::start();
     let mut c = redis.conn().await;
+    // The real time: window keys expire by Redis's clock, not the test's.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    // Start on a minute boundary, so each round's clock lands on one.
+    let start = now_ms / BUCKET_MS * BUCKET_MS;
     for seed in 1..=24u64 {
         let prefix = common::unique("am");
-        let mut direct = Direct::new(&redis.url(), &prefix, BOARDS, NOW).await;
+        let mut direct = Direct::new(&redis.url(), &prefix, BOARDS, start).await;
         let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut model: BTreeMap<String, Held> = BTreeMap::new();
+        let mut buckets = Buckets::new();
         for round in 0..20usize {
-            direct.clock.set(NOW + round as i64 * 60_000);
+            direct.clock.set(start + round as i64 * 60_000);
             let now = direct.now();
             // Few members and many events: most members appear several
             // times in one call, and share values with others.
@@ -144,11 +219,23 @@ async fn the_apply_script_writes_what_a_plain_model_computes() {
             let mut events: Vec<Value> = Vec::with_capacity(n);
             for k in 0..n {
                 let member = format!("u{}", rng.next(20));
-                let ts = now - rng.next(50) as i64 * 1000;
+                // Up to 12 minutes back: several buckets per call, and some
+                // events too late for the window (still counted in "all").
+                // The first event is recent: a view with no update in a
+                // call is not trimmed by it (the trimmer's job), and the
+                // model evicts on every call.
+                let back = if k == 0 { 30 } else { 12 * 60 };
+                let ts = now - rng.next(back) as i64 * 1000;
                 let held = model.entry(member.clone()).or_default();
                 let v = value(&mut rng, held.sum);
                 held.sum += v;
                 held.ts = held.ts.max(ts);
+                let end = (ts.div_euclid(BUCKET_MS) + 1) * BUCKET_MS;
+                if end > now - WINDOW_MS {
+                    let b = buckets.entry((end, member.clone())).or_default();
+                    b.sum += v;
+                    b.ts = b.ts.max(ts);
+                }
                 events.push(
                     json!({"type": "score", "event_id": format!("s{seed}r{round}e{k}"),
                                    "ts": ts, "user_id": member, "game_id": "g1", "points": v}),
@@ -171,6 +258,8 @@ async fn the_apply_script_writes_what_a_plain_model_computes() {
                 round,
             )
             .await;
+            let window = format!("{prefix}:{{msum}}:win:10m");
+            check_window(&mut c, &window, &buckets, now, round).await;
         }
     }
 }
