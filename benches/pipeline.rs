@@ -21,7 +21,8 @@
 //!
 //! Run with `scripts/bench.sh` (or `cargo bench --bench pipeline`). Knobs:
 //! `BENCH_EVENTS` and `BENCH_NAIVE_EVENTS` shrink the loads (a naive count of
-//! 0 skips the baseline), `BENCH_WORKLOADS` picks workloads (`plain,windows`),
+//! 0 skips the baseline), `BENCH_WORKLOADS` picks workloads (`plain,windows`; `plain-nodense` and
+//! `windows-nodense` are the same with `dense_ranks = false` on every board),
 //! `BENCH_MAX_EVENTS` changes the batch size. `scripts/profile.sh` sets
 //! `BENCH_PERF_CTL` to a `perf record --control` FIFO: sampling is enabled
 //! only while a batched workload is consumed, not while events are produced.
@@ -206,8 +207,17 @@ async fn main() {
     let max_events = env_u64("BENCH_MAX_EVENTS", defaults.max_events.get() as u64) as usize;
     let batch = (max_events, defaults.max_delay_ms.get());
     let mut measured = Vec::new();
-    for (name, boards) in [("plain", PLAIN), ("windows", WINDOWS)] {
-        if workloads.split(',').any(|w| w.trim() == name) {
+    // The `-nodense` variants (asked for by name only) set `dense_ranks =
+    // false` on every board: what the dense-rank index costs each workload.
+    let nodense = |boards: &str| boards.replace("[[board]]\n", "[[board]]\ndense_ranks = false\n");
+    let all = [
+        ("plain", PLAIN.to_string()),
+        ("windows", WINDOWS.to_string()),
+        ("plain-nodense", nodense(PLAIN)),
+        ("windows-nodense", nodense(WINDOWS)),
+    ];
+    for (name, boards) in &all {
+        if workloads.split(',').any(|w| w.trim() == *name) {
             let servers = (&broker, &redis, topic.as_str());
             measured.push(measure(servers, name, boards, events, batch).await);
         }
@@ -264,7 +274,7 @@ fn print_summary(
     for m in measured {
         let r = &m.run;
         let (ratio_target, rankflow_target, redis_target) = match m.name {
-            "plain" => (
+            n if n.starts_with("plain") => (
                 TARGET_PLAIN_RATIO,
                 format!("<= {TARGET_PLAIN_RANKFLOW_US}"),
                 String::new(),
