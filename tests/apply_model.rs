@@ -37,6 +37,7 @@ event = "score"
 member = "user_id"
 score = "points"
 periods = ["all"]
+windows = ["10m/1m"]
 tie_break = "latest"
 "#;
 
@@ -135,11 +136,13 @@ async fn check_view(
 type Buckets = BTreeMap<(i64, String), Held>;
 
 /// Compares the window view's raw keys — K, K:v, K:n, K:log and every
-/// bucket hash — with the live buckets of the model at `now`.
+/// bucket hash — with the live buckets of the model at `now`. `times`:
+/// for a tie-break window, each member's tie time (K:t).
 async fn check_window(
     c: &mut redis::aio::MultiplexedConnection,
     key: &str,
     buckets: &Buckets,
+    times: Option<&BTreeMap<String, i64>>,
     now: i64,
     round: usize,
 ) {
@@ -156,7 +159,12 @@ async fn check_window(
         *counts.entry(m.clone()).or_insert(0) += 1;
         ends.insert(*end);
     }
-    check_view(c, key, false, &sums, round).await;
+    if let Some(times) = times {
+        for (m, h) in sums.iter_mut() {
+            h.ts = times.get(m).copied().unwrap_or(-1);
+        }
+    }
+    check_view(c, key, times.is_some(), &sums, round).await;
     let n: BTreeMap<String, i64> = redis::cmd("HGETALL")
         .arg(format!("{key}:n"))
         .query_async(c)
@@ -210,9 +218,18 @@ async fn the_apply_script_writes_what_a_plain_model_computes() {
         let mut rng = Rng(0x2545_F491_4F6C_DD1D ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut model: BTreeMap<String, Held> = BTreeMap::new();
         let mut buckets = Buckets::new();
+        // Tie-break window: a member's tie time is its latest event's
+        // since it last entered the window (an eviction leaves it alone;
+        // leaving the window forgets it).
+        let mut wtimes: BTreeMap<String, i64> = BTreeMap::new();
         for round in 0..20usize {
             direct.clock.set(start + round as i64 * 60_000);
             let now = direct.now();
+            wtimes.retain(|m, _| {
+                buckets
+                    .keys()
+                    .any(|(end, bm)| bm == m && *end > now - WINDOW_MS)
+            });
             // Few members and many events: most members appear several
             // times in one call, and share values with others.
             let n = 1 + rng.next(80) as usize;
@@ -235,6 +252,8 @@ async fn the_apply_script_writes_what_a_plain_model_computes() {
                     let b = buckets.entry((end, member.clone())).or_default();
                     b.sum += v;
                     b.ts = b.ts.max(ts);
+                    let w = wtimes.entry(member.clone()).or_insert(ts);
+                    *w = (*w).max(ts);
                 }
                 events.push(
                     json!({"type": "score", "event_id": format!("s{seed}r{round}e{k}"),
@@ -259,7 +278,9 @@ async fn the_apply_script_writes_what_a_plain_model_computes() {
             )
             .await;
             let window = format!("{prefix}:{{msum}}:win:10m");
-            check_window(&mut c, &window, &buckets, now, round).await;
+            check_window(&mut c, &window, &buckets, None, now, round).await;
+            let window = format!("{prefix}:{{mtie}}:win:10m");
+            check_window(&mut c, &window, &buckets, Some(&wtimes), now, round).await;
         }
     }
 }
