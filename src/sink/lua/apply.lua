@@ -382,6 +382,176 @@ local function cevict(view, m, text, bend)
   if left then cwrite(view, m, st, nst) else cwrite(view, m, st, nil) end
 end
 
+-- Whether a new total leaves the exact range. A sum just past 2^53 rounds
+-- onto 2^53 itself, so a total landing exactly there is undone to see
+-- (old is nil when nothing was added to).
+local function out_of_range(old, delta, new)
+  if new > MAX_EXACT or new < -MAX_EXACT then return true end
+  return (new == MAX_EXACT or new == -MAX_EXACT) and old ~= nil and new - old ~= delta
+end
+
+-- Vectorised state (issue 14): a view's updates go in chunks of at most
+-- CHUNK, and each chunk reads the state of all its members at once (HMGET
+-- K:t, ZMSCORE K), combines in Lua (Lua numbers are doubles like Redis's
+-- scores, so old + delta here is what ZINCRBY computes) and writes once
+-- (variadic ZREM / ZADD / HSET / HDEL). A call then costs a few commands
+-- per chunk instead of several per update. CHUNK keeps every variadic
+-- command under Lua's C stack limit (LUAI_MAXCSTACK, 8000 values).
+local CHUNK = 1000
+
+-- Reads the state (V, T) of the distinct members ms. Returns a cache
+-- {list = ms, by = m -> {v, t, ov, ot}} (ov, ot: as read) that updates
+-- change in Lua and st_flush writes back.
+local function st_load(view, ms)
+  local c = { list = ms, by = {} }
+  if #ms == 0 then return c end
+  local ts, encs = nil, ms
+  if needs_t then
+    ts = redis.call("HMGET", view.t, unpack(ms))
+    encs = {}
+    for i, m in ipairs(ms) do encs[i] = enc(m, tonumber(ts[i]) or 0) end
+  end
+  local vs = redis.call("ZMSCORE", view.key, unpack(encs))
+  for i, m in ipairs(ms) do
+    local v, t = nil, nil
+    -- Without its K:t entry a member has no state, as in get_state.
+    if vs[i] and (ts == nil or ts[i]) then
+      v = tonumber(vs[i])
+      if ts then t = tonumber(ts[i]) end
+    end
+    c.by[m] = { v = v, t = t, ov = v, ot = t }
+  end
+  return c
+end
+
+-- The dense-rank index after a chunk's writes: each new value is added
+-- (ZADD of an entry already there changes nothing), and an old value
+-- leaves only when no member holds it any more. A value some member of
+-- the chunk now holds is kept without a look; every other old value costs
+-- one O(log n) look for the first member with that score.
+local function st_dense(view, added, alist, gone, glist)
+  if #alist > 0 then redis.call("ZADD", view.v, unpack(alist)) end
+  local rem = {}
+  for _, x in ipairs(glist) do
+    local text = vtext(x)
+    if not added[text] then
+      local s = num(x)
+      if #redis.call("ZRANGE", view.key, s, s, "BYSCORE", "LIMIT", 0, 1) == 0 then
+        rem[#rem + 1] = text
+      end
+    end
+  end
+  if #rem > 0 then redis.call("ZREM", view.v, unpack(rem)) end
+end
+
+-- Writes back the members of cache c whose state changed: the old
+-- encoded members that go (tie-break boards re-encode on a new time, and
+-- removed members), the new scores, K:t, and the dense index.
+local function st_flush(view, c)
+  local zrem, zadd, hset, hdel = {}, {}, {}, {}
+  local added, alist, gone, glist = {}, {}, {}, {}
+  for _, m in ipairs(c.list) do
+    local e = c.by[m]
+    if e.v ~= e.ov or e.t ~= e.ot then
+      local oenc, nenc = nil, nil
+      if e.ov ~= nil then oenc = enc(m, e.ot) end
+      if e.v ~= nil then nenc = enc(m, e.t) end
+      if oenc and oenc ~= nenc then zrem[#zrem + 1] = oenc end
+      if nenc then
+        zadd[#zadd + 1] = num(e.v)
+        zadd[#zadd + 1] = nenc
+        if needs_t then
+          hset[#hset + 1] = m
+          hset[#hset + 1] = num(e.t)
+        end
+      elseif needs_t and oenc then
+        hdel[#hdel + 1] = m
+      end
+      if view.v and e.v ~= e.ov then
+        if e.v ~= nil and not added[vtext(e.v)] then
+          added[vtext(e.v)] = true
+          alist[#alist + 1] = num(e.v)
+          alist[#alist + 1] = vtext(e.v)
+        end
+        if e.ov ~= nil and not gone[vtext(e.ov)] then
+          gone[vtext(e.ov)] = true
+          glist[#glist + 1] = e.ov
+        end
+      end
+    end
+  end
+  if #zrem > 0 then redis.call("ZREM", view.key, unpack(zrem)) end
+  if #zadd > 0 then redis.call("ZADD", view.key, unpack(zadd)) end
+  if #hset > 0 then redis.call("HSET", view.t, unpack(hset)) end
+  if #hdel > 0 then redis.call("HDEL", view.t, unpack(hdel)) end
+  if view.v then st_dense(view, added, alist, gone, glist) end
+end
+
+-- The distinct members of updates from .. to - 1 (0-based) of a view
+-- whose updates start at ARGV[a], width values each.
+local function chunk_members(a, width, from, to)
+  local ms, seen = {}, {}
+  for u = from, to - 1 do
+    local m = ARGV[a + u * width]
+    if not seen[m] then
+      seen[m] = true
+      ms[#ms + 1] = m
+    end
+  end
+  return ms
+end
+
+-- A chunk of a plain sum far from the exact limit (see BOUND_LIMIT): no
+-- total needs checking. A member new to the view takes the delta itself,
+-- as ZINCRBY gives it. Returns the number applied.
+local function apply_fast_chunk(view, a, width, from, to)
+  local c = st_load(view, chunk_members(a, width, from, to))
+  for u = from, to - 1 do
+    local base = a + u * width
+    local e = c.by[ARGV[base]]
+    local dv = tonumber(ARGV[base + 1])
+    if e.v == nil then e.v = dv else e.v = e.v + dv end
+  end
+  st_flush(view, c)
+  return to - from
+end
+
+-- A chunk of a period view (not composite). Returns applied, overflow.
+local function apply_period_chunk(view, a, width, from, to)
+  local c = st_load(view, chunk_members(a, width, from, to))
+  local applied, overflow = 0, 0
+  local plain = agg == "sum" and tie == "n"
+  for u = from, to - 1 do
+    local base = a + u * width
+    local e = c.by[ARGV[base]]
+    local dv = tonumber(ARGV[base + 1])
+    if plain then
+      -- Near the exact limit: each total is checked before it is kept.
+      local cur = e.v or 0
+      local nv = cur + dv
+      if out_of_range(cur, dv, nv) then
+        overflow = overflow + 1
+      else
+        e.v = nv
+        applied = applied + 1
+      end
+    else
+      local nv, nt = combine(e.v, e.t, dv, tonumber(ARGV[base + 2]))
+      if nv ~= nil then
+        if out_of_range(agg == "sum" and e.v or nil, dv, nv) then
+          overflow = overflow + 1
+        else
+          e.v, e.t = nv, nt
+          applied = applied + 1
+        end
+      end
+    end
+  end
+  st_flush(view, c)
+  return applied, overflow
+end
+
+
 -- Evicts the buckets that ended at or before the cutoff, within the budget.
 local function trim(view)
   local stored = tonumber(redis.call("GET", view.cut) or "-1")
@@ -421,34 +591,6 @@ local function trim(view)
     until cursor == "0"
     redis.call("ZREMRANGEBYSCORE", view.log, "-inf", bend)
   end
-end
-
--- Whether a new total leaves the exact range. A sum just past 2^53 rounds
--- onto 2^53 itself, so a total landing exactly there is undone to see
--- (old is nil when nothing was added to).
-local function out_of_range(old, delta, new)
-  if new > MAX_EXACT or new < -MAX_EXACT then return true end
-  return (new == MAX_EXACT or new == -MAX_EXACT) and old ~= nil and new - old ~= delta
-end
-
--- One update of a period view. Returns 1 applied, 2 overflow, 0 no change.
-local function apply_period(view, m, dv, dt)
-  if agg == "sum" and tie == "n" then
-    -- Near the exact limit: check each total before writing it.
-    local raw = redis.call("ZSCORE", view.key, m)
-    local cur = raw and tonumber(raw)
-    local nv = (cur or 0) + dv
-    if out_of_range(cur or 0, dv, nv) then return 2 end
-    redis.call("ZADD", view.key, num(nv), m)
-    dense_moved(view, cur, nv)
-    return 1
-  end
-  local V, T = get_state(view, m)
-  local nv, nt = combine(V, T, dv, dt)
-  if nv == nil then return 0 end
-  if out_of_range(agg == "sum" and V or nil, dv, nv) then return 2 end
-  set_state(view, m, T, nv, nt, V)
-  return 1
 end
 
 -- One update of a window bucket. Returns 1 applied, 2 overflow, 3 late, 0 no change.
@@ -796,18 +938,16 @@ for i = 1, #instances do
       late = late + count
     elseif view.fast then
       -- The hot path: a plain sum far from the exact limit.
-      for u = 0, count - 1 do
-        local base = a + u * width
-        if view.v then
-          -- The index needs the value left behind: one O(1) read more.
-          local old = redis.call("ZSCORE", view.key, ARGV[base])
-          local new = redis.call("ZINCRBY", view.key, ARGV[base + 1], ARGV[base])
-          dense_moved(view, old and tonumber(old), tonumber(new))
-        else
-          redis.call("ZINCRBY", view.key, ARGV[base + 1], ARGV[base])
-        end
+      for from = 0, count - 1, CHUNK do
+        local to = math.min(from + CHUNK, count)
+        applied = applied + apply_fast_chunk(view, a, width, from, to)
       end
-      applied = applied + count
+    elseif view.kind == "p" and not cfields then
+      for from = 0, count - 1, CHUNK do
+        local to = math.min(from + CHUNK, count)
+        local n, o = apply_period_chunk(view, a, width, from, to)
+        applied, overflow = applied + n, overflow + o
+      end
     else
       for u = 0, count - 1 do
         local base = a + u * width
@@ -819,8 +959,6 @@ for i = 1, #instances do
           r = apply_cwindow(view, m, base, ARGV[base + 1 + #cfields])
         elseif cfields then
           r = apply_composite(view, m, base)
-        elseif view.kind == "p" then
-          r = apply_period(view, m, dv, dt)
         else
           r = apply_window(view, m, dv, dt, ARGV[base + 3])
         end
