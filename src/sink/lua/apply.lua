@@ -457,8 +457,10 @@ local function st_flush(view, c)
       if e.ov ~= nil then oenc = enc(m, e.ot) end
       if e.v ~= nil then nenc = enc(m, e.t) end
       if oenc and oenc ~= nenc then zrem[#zrem + 1] = oenc end
+      local score = nil
       if nenc then
-        zadd[#zadd + 1] = num(e.v)
+        score = num(e.v)
+        zadd[#zadd + 1] = score
         zadd[#zadd + 1] = nenc
         if needs_t then
           hset[#hset + 1] = m
@@ -468,14 +470,22 @@ local function st_flush(view, c)
         hdel[#hdel + 1] = m
       end
       if view.v and e.v ~= e.ov then
-        if e.v ~= nil and not added[vtext(e.v)] then
-          added[vtext(e.v)] = true
-          alist[#alist + 1] = num(e.v)
-          alist[#alist + 1] = vtext(e.v)
+        -- Each value's text is formatted once: Lua time is most of the
+        -- script's now.
+        if score then
+          local text = vtext(e.v)
+          if not added[text] then
+            added[text] = true
+            alist[#alist + 1] = score
+            alist[#alist + 1] = text
+          end
         end
-        if e.ov ~= nil and not gone[vtext(e.ov)] then
-          gone[vtext(e.ov)] = true
-          glist[#glist + 1] = e.ov
+        if e.ov ~= nil then
+          local text = vtext(e.ov)
+          if not gone[text] then
+            gone[text] = true
+            glist[#glist + 1] = e.ov
+          end
         end
       end
     end
@@ -551,6 +561,165 @@ local function apply_period_chunk(view, a, width, from, to)
   return applied, overflow
 end
 
+-- The buckets a window chunk writes to: bend -> {list, e = m -> entry}
+-- (entry {v, t, had, dirty}: the bucket's value for the member, whether
+-- the bucket held it before, whether it changed), read with one HMGET per
+-- distinct bucket; bl lists the bucket ends in order of appearance.
+-- Updates of buckets the cutoff already passed are late and left out.
+local function wchunk_buckets(view, a, width, from, to)
+  local bs, bl = {}, {}
+  for u = from, to - 1 do
+    local base = a + u * width
+    local m, bend = ARGV[base], ARGV[base + 3]
+    if tonumber(bend) > view.cutoff then
+      local b = bs[bend]
+      if not b then
+        b = { list = {}, e = {} }
+        bs[bend] = b
+        bl[#bl + 1] = bend
+      end
+      if not b.e[m] then
+        b.e[m] = true
+        b.list[#b.list + 1] = m
+      end
+    end
+  end
+  for _, bend in ipairs(bl) do
+    local b = bs[bend]
+    local got = redis.call("HMGET", view.key .. ":b:" .. bend, unpack(b.list))
+    for i, m in ipairs(b.list) do
+      local bv, bt = nil, nil
+      if got[i] then bv, bt = split_vt(got[i]) end
+      b.e[m] = { v = bv, t = bt, had = got[i] and true or false, dirty = false }
+    end
+  end
+  return bs, bl
+end
+
+-- Writes a window chunk's buckets back: one HSET per bucket, and for a
+-- bucket that got a new member its log entry and expiry (a day past the
+-- bucket's own end of life: trimming, not the TTL, removes a bucket, and
+-- must find it to subtract it; set after the HSET, as an expiry on a key
+-- not yet there is lost). ninc: member -> new buckets it entered (nl in
+-- order), counted in K:n.
+local function wchunk_flush(view, bs, bl, ninc, nl)
+  local plain = agg == "sum" and tie == "n"
+  for _, bend in ipairs(bl) do
+    local b = bs[bend]
+    local bkey = view.key .. ":b:" .. bend
+    local hset = {}
+    for _, m in ipairs(b.list) do
+      local e = b.e[m]
+      if e.dirty then
+        hset[#hset + 1] = m
+        if plain then
+          hset[#hset + 1] = num(e.v)
+        else
+          hset[#hset + 1] = num(e.v) .. "," .. num(e.t)
+        end
+      end
+    end
+    if #hset > 0 then redis.call("HSET", bkey, unpack(hset)) end
+    if b.new then
+      redis.call("ZADD", view.log, bend, bend)
+      redis.call("PEXPIREAT", bkey, tonumber(bend) + view.len + 86400000)
+    end
+  end
+  if #nl > 0 then
+    local got = redis.call("HMGET", view.n, unpack(nl))
+    local hset = {}
+    for i, m in ipairs(nl) do
+      hset[#hset + 1] = m
+      hset[#hset + 1] = string.format("%d", (tonumber(got[i]) or 0) + ninc[m])
+    end
+    redis.call("HSET", view.n, unpack(hset))
+  end
+end
+
+-- A chunk of a sum or last window (max/min keep apply_window: see K:ord).
+-- Same decisions as apply_window, on states read once per chunk.
+-- Returns applied, overflow, late.
+local function apply_window_chunk(view, a, width, from, to)
+  local bs, bl = wchunk_buckets(view, a, width, from, to)
+  local c = st_load(view, chunk_members(a, width, from, to))
+  local ninc, nl = {}, {}
+  local applied, overflow, late = 0, 0, 0
+  local summed = agg == "sum"
+  for u = from, to - 1 do
+    local base = a + u * width
+    local m, bend = ARGV[base], ARGV[base + 3]
+    local b = bs[bend]
+    if not b then
+      late = late + 1
+    else
+      local be, e = b.e[m], c.by[m]
+      local dv, dt = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+      local nbv, nbt = combine(be.v, be.t, dv, dt)
+      -- nil: the bucket already holds a better value, nothing changes.
+      if nbv ~= nil then
+        local nv, nt = combine(e.v, e.t, dv, dt)
+        if (nv ~= nil and out_of_range(summed and e.v or nil, dv, nv))
+            or out_of_range(summed and be.v or nil, dv, nbv) then
+          overflow = overflow + 1
+        else
+          if not be.had then
+            be.had, b.new = true, true
+            if not ninc[m] then
+              ninc[m] = 0
+              nl[#nl + 1] = m
+            end
+            ninc[m] = ninc[m] + 1
+          end
+          be.v, be.t, be.dirty = nbv, nbt, true
+          if nv ~= nil then e.v, e.t = nv, nt end
+          applied = applied + 1
+        end
+      end
+    end
+  end
+  wchunk_flush(view, bs, bl, ninc, nl)
+  st_flush(view, c)
+  return applied, overflow, late
+end
+
+-- Evicts one HSCAN page (kv: member, entry, ...) of the bucket ending at
+-- bend from a sum or last window, as evict_entry does one entry: K:n is
+-- read and written once for the page, the states through st_load and
+-- st_flush. A member whose count reaches 0 leaves the window; a sum's
+-- other members lose the bucket's value (a last keeps its value: the
+-- member's latest bucket is still there).
+local function evict_page(view, kv)
+  local ms, vals, seen = {}, {}, {}
+  for i = 1, #kv, 2 do
+    -- HSCAN may return a field twice; it is one entry.
+    if not seen[kv[i]] then
+      seen[kv[i]] = true
+      ms[#ms + 1] = kv[i]
+      vals[#ms] = kv[i + 1]
+    end
+  end
+  local ns = redis.call("HMGET", view.n, unpack(ms))
+  local c = st_load(view, ms)
+  local hset, hdel = {}, {}
+  for i, m in ipairs(ms) do
+    local n = (tonumber(ns[i]) or 0) - 1
+    local e = c.by[m]
+    if n <= 0 then
+      if ns[i] then hdel[#hdel + 1] = m end
+      e.v, e.t = nil, nil
+    else
+      hset[#hset + 1] = m
+      hset[#hset + 1] = string.format("%d", n)
+      if agg == "sum" and e.v ~= nil then
+        local bv = split_vt(vals[i])
+        e.v = e.v - bv
+      end
+    end
+  end
+  if #hset > 0 then redis.call("HSET", view.n, unpack(hset)) end
+  if #hdel > 0 then redis.call("HDEL", view.n, unpack(hdel)) end
+  st_flush(view, c)
+end
 
 -- Evicts the buckets that ended at or before the cutoff, within the budget.
 local function trim(view)
@@ -575,11 +744,13 @@ local function trim(view)
       cursor = page[1]
       local kv = page[2]
       if #kv > 0 then
+        -- Sum and last windows evict the page at once.
+        if not cfields and not uses_ord then evict_page(view, kv) end
         local fields = {}
         for i = 1, #kv, 2 do
           if cfields then
             cevict(view, kv[i], kv[i + 1], bend)
-          else
+          elseif uses_ord then
             evict_entry(view, kv[i], kv[i + 1], bend)
           end
           fields[#fields + 1] = kv[i]
@@ -941,6 +1112,12 @@ for i = 1, #instances do
       for from = 0, count - 1, CHUNK do
         local to = math.min(from + CHUNK, count)
         applied = applied + apply_fast_chunk(view, a, width, from, to)
+      end
+    elseif view.kind == "w" and not cfields and not uses_ord then
+      for from = 0, count - 1, CHUNK do
+        local to = math.min(from + CHUNK, count)
+        local n, o, l = apply_window_chunk(view, a, width, from, to)
+        applied, overflow, late = applied + n, overflow + o, late + l
       end
     elseif view.kind == "p" and not cfields then
       for from = 0, count - 1, CHUNK do
