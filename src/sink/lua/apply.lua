@@ -249,13 +249,16 @@ local function expire_at(key, at)
   if cur < 0 or cur < at then redis.call("PEXPIREAT", key, at) end
 end
 
--- Plain-sum period views skip reading scores before writing them while a
--- bound proves no total can leave the exact range: the fence hash keeps,
--- per view kind ("~abs:day"), the sum of |delta| ever added to that kind's
--- keys, hence an upper bound of every |score| in them. Under 2^52 (half the
--- exact range, leaving room for the rounding of the bound itself) updates
--- are a bare ZINCRBY; above it each total is checked. The bound lives and
--- expires with the fences, which outlive every view they guard.
+-- Plain-sum period views skip checking totals while a bound proves none
+-- can leave the exact range: the fence hash keeps, per view kind
+-- ("~abs:day"), the sum of |delta| ever added to that kind's keys, hence
+-- an upper bound of every |score| in them. Under 2^52 (half the exact
+-- range, leaving room for the rounding of the bound itself) updates are
+-- added unchecked (apply_fast_chunk); above it each total is checked.
+-- (The chunked path reads the old scores anyway, but the bound is still
+-- kept and written the same way: other consumers of the fence hash rely
+-- on it.) The bound lives and expires with the fences, which outlive
+-- every view they guard.
 local BOUND_LIMIT = MAX_EXACT / 2
 
 -- Entries evicted for the current instance and in the whole call, and
@@ -1038,7 +1041,7 @@ for i = 1, tonumber(ARGV[2]) do
         conflicts[#conflicts + 1] = tonumber(f)
       end
     end
-    -- New bounds, and which of them still allow the bare ZINCRBY.
+    -- New bounds, and which of them still allow unchecked sums.
     inst.bounds = {}
     inst.fast = {}
     for j, field in ipairs(bound_fields) do
