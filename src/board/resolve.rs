@@ -21,10 +21,14 @@ use super::model::{BoardSet, ViewSpec};
 use super::period::{PeriodKind, period_of};
 
 /// Where one event lands in one view.
+///
+/// The view id is borrowed from the resolver's cache: most events resolve
+/// to the view the previous one did, and the batch clones the id only when
+/// it meets a concrete view for the first time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
+pub struct Resolved<'a> {
     /// View id used in the key: `day:2026-11-21`, `all`, `win:3h`.
-    pub view_id: Arc<str>,
+    pub view_id: &'a Arc<str>,
     /// Absolute expiry the write path sets on the view key, ms; 0 = none
     /// (`all`, and archived periods, whose expiry the archiver sets).
     pub expire_at: i64,
@@ -83,24 +87,19 @@ impl Resolver {
         view: usize,
         ts: i64,
         now: i64,
-    ) -> Resolved {
+    ) -> Resolved<'_> {
         let b = &boards.boards[board];
         let spec = &b.views[view];
         let slot = &mut self.cache[board][view];
-        let hit = slot.as_ref().filter(|c| c.start <= ts && ts < c.end);
-        let cached = match hit {
-            Some(c) => c.clone(),
-            None => {
-                let fresh = compute(spec, ts, b.tz);
-                *slot = Some(fresh.clone());
-                fresh
-            }
-        };
+        if !slot.as_ref().is_some_and(|c| c.start <= ts && ts < c.end) {
+            *slot = None;
+        }
+        let cached: &Cached = slot.get_or_insert_with(|| compute(spec, ts, b.tz));
         match spec {
             ViewSpec::Period { .. } => Resolved {
                 late: (cached.keep_until != 0 && cached.keep_until <= now)
                     || cached.close_at.is_some_and(|c| now >= c),
-                view_id: cached.view_id,
+                view_id: &cached.view_id,
                 // Archived periods keep no expiry until they are copied.
                 expire_at: if cached.close_at.is_some() {
                     0
@@ -115,7 +114,7 @@ impl Resolver {
             },
             ViewSpec::Window(w) => Resolved {
                 late: cached.end <= w.cutoff(now),
-                view_id: cached.view_id,
+                view_id: &cached.view_id,
                 expire_at: cached.end.saturating_add(w.length_ms),
                 keep_until: cached.end.saturating_add(w.length_ms),
                 close_at: None,
@@ -209,7 +208,7 @@ mod tests {
         let ts = SAT + 13 * HOUR;
         let end = SAT + DAY;
         let day = r.resolve(&set, 0, 1, ts, ts);
-        assert_eq!(&*day.view_id, "day:2026-11-21");
+        assert_eq!(&**day.view_id, "day:2026-11-21");
         assert_eq!(day.close_at, Some(end + 10 * MIN));
         assert_eq!(day.expire_at, 0, "no expiry until the archiver sets it");
         assert_eq!(day.keep_until, end + 3 * DAY);

@@ -73,7 +73,8 @@ pub struct Raw {
     pub part: u16,
     pub offset: i64,
     pub view: u16,
-    pub member: Arc<str>,
+    /// Index into [`Batch::members`].
+    pub member: u32,
     pub agg: Agg,
     /// A composite board's fields (boxed: plain boards, the common case,
     /// keep their updates small).
@@ -142,6 +143,11 @@ pub struct Batch {
     pub parts: Vec<PartState>,
     part_index: HashMap<(Arc<str>, i32), u16>,
     pub instances: Vec<Instance>,
+    /// Every member named by an update of the batch, once: updates hold
+    /// an index, so an event's updates to its ~6 views copy no string and
+    /// the calls merge them by integer keys.
+    pub members: Vec<Arc<str>>,
+    member_index: FastMap<Arc<str>, u32>,
     /// Per board: scope value ("" when unscoped; scopes are never empty) → instance.
     instance_index: Vec<FastMap<Box<str>, u32>>,
     pub outcomes: OutcomeCounts,
@@ -241,7 +247,7 @@ impl Batch {
         for u in updates {
             let board = &boards.boards[u.board];
             let inst = self.instance(boards, u.board, u.scope.as_deref());
-            let member: Arc<str> = Arc::from(u.member.as_ref());
+            let member = self.intern(&u.member);
             for view in 0..board.views.len() {
                 let r = resolver.resolve(boards, u.board, view, ts, now);
                 if r.late {
@@ -260,7 +266,7 @@ impl Batch {
                     None => {
                         instance.views.push(ConcreteView {
                             identity,
-                            id: r.view_id,
+                            id: r.view_id.clone(),
                             window_ms: r.window_ms,
                             expire_at: r.expire_at,
                             keep_until: r.keep_until,
@@ -273,7 +279,7 @@ impl Batch {
                     part,
                     offset,
                     view: v,
-                    member: member.clone(),
+                    member,
                     agg: Agg::new(u.value, ts),
                     fields: u.fields.as_ref().map(|f| Box::new(field_aggs(f, ts))),
                     bucket_end: r.bucket_end.unwrap_or(0),
@@ -291,6 +297,18 @@ impl Batch {
         } else {
             Outcome::Late
         }
+    }
+
+    /// The index of `member` in [`Batch::members`], added if new.
+    fn intern(&mut self, member: &str) -> u32 {
+        if let Some(&i) = self.member_index.get(member) {
+            return i;
+        }
+        let i = self.members.len() as u32;
+        let name: Arc<str> = Arc::from(member);
+        self.members.push(name.clone());
+        self.member_index.insert(name, i);
+        i
     }
 
     fn instance(&mut self, boards: &BoardSet, board: usize, scope: Option<&str>) -> u32 {

@@ -21,7 +21,7 @@ use crate::board::model::{Board, ViewSpec};
 use std::time::Instant;
 
 use super::aggregate::{Agg, FieldAggs, combine_fields};
-use super::batch::{FastMap, Instance, PartState};
+use super::batch::{Batch, FastMap, Instance, PartState};
 use super::expiry::ExpiryCache;
 
 /// The apply script.
@@ -280,9 +280,10 @@ struct Encoded {
 
 /// An instance's updates left to send: offsets per partition (lo, hi)
 /// for the fences, and the updates merged per (view, member, bucket).
-struct Merged<'a> {
+struct Merged {
     groups: BTreeMap<u16, (i64, i64)>,
-    updates: FastMap<(u16, &'a Arc<str>, i64), Pending>,
+    /// (view, member index into the batch's members, bucket) → update.
+    updates: FastMap<(u16, u32, i64), Pending>,
 }
 
 /// A member's merged update of one view: the value (and, for a composite
@@ -293,9 +294,9 @@ type Pending = (Agg, Option<Box<FieldAggs>>);
 /// below the fences learnt (`fences`: partition index → fence). The script
 /// applies the instance's groups together or not at all, so a member gets
 /// one update per view however many partitions its events came from.
-fn merge<'a>(board: &Board, inst: &'a Instance, fences: &HashMap<u16, i64>) -> Merged<'a> {
+fn merge(board: &Board, inst: &Instance, fences: &HashMap<u16, i64>) -> Merged {
     let mut groups: BTreeMap<u16, (i64, i64)> = BTreeMap::new();
-    let mut updates: FastMap<(u16, &Arc<str>, i64), Pending> = FastMap::default();
+    let mut updates: FastMap<(u16, u32, i64), Pending> = FastMap::default();
     for u in &inst.updates {
         if fences.get(&u.part).is_some_and(|&f| u.offset <= f) {
             continue;
@@ -304,7 +305,7 @@ fn merge<'a>(board: &Board, inst: &'a Instance, fences: &HashMap<u16, i64>) -> M
         g.0 = g.0.min(u.offset);
         g.1 = g.1.max(u.offset);
         updates
-            .entry((u.view, &u.member, u.bucket_end))
+            .entry((u.view, u.member, u.bucket_end))
             .and_modify(|(a, fields)| {
                 a.combine(board.aggregate, u.agg);
                 if let (Some(acc), Some(other), Some(c)) = (fields, &u.fields, &board.composite) {
@@ -321,12 +322,12 @@ fn merge<'a>(board: &Board, inst: &'a Instance, fences: &HashMap<u16, i64>) -> M
 /// `None` when nothing is left to send.
 fn encode(
     boards: &BoardSet,
-    inst: &Instance,
+    batch: &Batch,
     instance: u32,
-    parts: &[PartState],
     fences: &HashMap<u16, i64>,
     cache: &ExpiryCache,
 ) -> Option<Encoded> {
+    let inst = &batch.instances[instance as usize];
     let started = Instant::now();
     let mut expiries = Vec::new();
     // An expiry is sent only when this consumer has not set it recently;
@@ -350,7 +351,7 @@ fn encode(
     let mut args = Vec::new();
     push_header(&mut args, board, &expiry(&fence_key, fence_expire));
     let mut call_keys = vec![fence_key];
-    push_groups(&mut args, &merged.groups, parts);
+    push_groups(&mut args, &merged.groups, &batch.parts);
     // Per view, the sum of |delta| this call adds.
     let mut absum = vec![0.0f64; inst.views.len()];
     for ((view, _, _), (agg, _)) in &merged.updates {
@@ -379,7 +380,7 @@ fn encode(
             }
         }
     }
-    let updates = push_updates(&mut args, board, inst, merged.updates);
+    let updates = push_updates(&mut args, board, inst, &batch.members, merged.updates);
     Some(Encoded {
         member: Member {
             instance,
@@ -410,13 +411,14 @@ fn push_updates(
     args: &mut Vec<String>,
     board: &Board,
     inst: &Instance,
-    merged: FastMap<(u16, &Arc<str>, i64), Pending>,
+    members: &[Arc<str>],
+    merged: FastMap<(u16, u32, i64), Pending>,
 ) -> usize {
     // A plain sum (no tie-break, no window) never reads the event time.
     let with_ts = board.needs_time()
         || board.aggregate != Aggregate::Sum
         || inst.views.iter().any(|v| v.window_ms.is_some());
-    let mut per_view: Vec<Vec<(&Arc<str>, i64, Pending)>> = vec![Vec::new(); inst.views.len()];
+    let mut per_view: Vec<Vec<(u32, i64, Pending)>> = vec![Vec::new(); inst.views.len()];
     for ((view, member, bucket), pending) in merged {
         per_view[view as usize].push((member, bucket, pending));
     }
@@ -426,7 +428,7 @@ fn push_updates(
         args.push(entries.len().to_string());
         count += entries.len();
         for (member, bucket, (agg, fields)) in entries {
-            args.push(member.to_string());
+            args.push(members[member as usize].to_string());
             if let (Some(c), Some(fields)) = (&board.composite, fields) {
                 // Composite: per field "value:time", or "" without a value.
                 for f in fields.iter().take(c.layout.fields.len()) {
@@ -505,9 +507,8 @@ fn group_of(grouping: Grouping, tag: &str) -> u32 {
 /// Builds the calls for the given instances of a batch.
 pub fn build(
     boards: &BoardSet,
-    instances: &[Instance],
+    batch: &Batch,
     which: &[u32],
-    parts: &[PartState],
     fences: &HashMap<u32, HashMap<u16, i64>>,
     grouping: Grouping,
     cache: &ExpiryCache,
@@ -516,9 +517,9 @@ pub fn build(
     let encoded = which
         .iter()
         .filter_map(|&i| {
-            let inst = &instances[i as usize];
             let known = fences.get(&i).unwrap_or(&none);
-            encode(boards, inst, i, parts, known, cache).map(|e| (group_of(grouping, &inst.tag), e))
+            let tag = &batch.instances[i as usize].tag;
+            encode(boards, batch, i, known, cache).map(|e| (group_of(grouping, tag), e))
         })
         .collect();
     pack(encoded)

@@ -92,17 +92,8 @@ pub fn prepare(
 ) -> Vec<Call> {
     let all: Vec<u32> = (0..batch.instances.len() as u32).collect();
     let none = HashMap::new();
-    let build = |cache: &ExpiryCache| {
-        call::build(
-            boards,
-            &batch.instances,
-            &all,
-            &batch.parts,
-            &none,
-            store.grouping(),
-            cache,
-        )
-    };
+    let build =
+        |cache: &ExpiryCache| call::build(boards, batch, &all, &none, store.grouping(), cache);
     match expiries.lock() {
         Ok(mut cache) => {
             cache.sync_epoch(store.epoch());
@@ -140,9 +131,8 @@ pub async fn apply_batch(
                 .map_err(|_| StoreError::Protocol("expiry cache poisoned".into()))?;
             rebuilt = call::build(
                 boards,
-                &batch.instances,
+                batch,
                 &round.pending,
-                &batch.parts,
                 &round.fences,
                 store.grouping(),
                 &cache,
