@@ -53,5 +53,9 @@ pub mod telemetry;
 /// threads; glibc's malloc spent about a sixth of the consumer's CPU time,
 /// and with mimalloc the 1M-event pipeline benchmark runs ~10% faster
 /// (3.31–3.52 s against 3.72–3.83 s, three alternating runs each).
+/// Built with `no_thp`: mimalloc no longer asks for transparent huge pages,
+/// whose first touch made the kernel zero 2 MiB at a time as a batch's
+/// vectors grew (`clear_page_erms`, ~30% of the plain benchmark's consumer
+/// samples); 3.58–3.87 → 3.38–3.44 CPU-µs per event (BENCHMARKS.md, issue 14).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
