@@ -2,7 +2,8 @@
 //! is its keys (fence, then every view with its helper keys, and for a
 //! period of an archived view its `K:closed` marker) and arguments
 //! (rules, partition groups with offset ranges, views, then the updates
-//! pre-aggregated per (partition, view, member, bucket)); a call carries
+//! pre-aggregated per (partition, view, member, bucket), packed in one
+//! binary argument per view); a call carries
 //! several instances that share a slot (any instances on a single node),
 //! up to a bound on updates so one script run stays short.
 //!
@@ -54,7 +55,8 @@ pub struct Member {
 pub struct Call {
     pub members: Vec<Member>,
     pub keys: Vec<String>,
-    pub args: Vec<String>,
+    /// Text arguments, and one packed binary argument per view's updates.
+    pub args: Vec<Vec<u8>>,
     /// (index into `args`, window length): the window cutoffs, `now - L`,
     /// filled in per attempt so a retried call uses the clock of its attempt.
     cutoffs: Vec<(usize, i64)>,
@@ -225,15 +227,15 @@ fn uses_ord(board: &Board) -> bool {
     }
 }
 
-fn push_header(args: &mut Vec<String>, board: &Board, fence_expire: &str) {
+fn push_header(args: &mut Vec<Vec<u8>>, board: &Board, fence_expire: &str) {
     match &board.composite {
-        Some(c) => args.push(c.layout.script_code()),
-        None => args.push(agg_code(board.aggregate).to_string()),
+        Some(c) => args.push(c.layout.script_code().into()),
+        None => args.push(agg_code(board.aggregate).into()),
     }
     // "-" after the tie code: the board keeps no dense-rank index (K:v).
     let dense = if board.dense_ranks { "" } else { "-" };
-    args.push(format!("{}{dense}", board.tie_key.code()));
-    args.push(fence_expire.to_string());
+    args.push(format!("{}{dense}", board.tie_key.code()).into());
+    args.push(fence_expire.into());
 }
 
 /// The fence-hash field holding the |delta| bound of a plain-sum period
@@ -272,7 +274,7 @@ fn fence_expire(board: &Board, inst: &Instance) -> i64 {
 struct Encoded {
     member: Member,
     keys: Vec<String>,
-    args: Vec<String>,
+    args: Vec<Vec<u8>>,
     cutoffs: Vec<(usize, i64)>,
     expiries: Vec<(String, i64)>,
     updates: usize,
@@ -357,7 +359,7 @@ fn encode(
     for ((view, _, _), (agg, _)) in &merged.updates {
         absum[*view as usize] += agg.value.abs();
     }
-    args.push(inst.views.len().to_string());
+    args.push(inst.views.len().to_string().into());
     let mut cutoffs = Vec::new();
     for (i, v) in inst.views.iter().enumerate() {
         let key = keys::view_key(prefix, &inst.tag, &v.id);
@@ -368,15 +370,15 @@ fn encode(
             None => {
                 // "a": a period that the archiver may have closed.
                 args.push(if archived { "a" } else { "p" }.into());
-                args.push(exp);
-                args.push(num(absum[i]));
-                args.push(bound_field(board, &v.id).unwrap_or_default());
+                args.push(exp.into());
+                args.push(num(absum[i]).into());
+                args.push(bound_field(board, &v.id).unwrap_or_default().into());
             }
             Some(length) => {
                 args.push("w".into());
-                args.push(exp);
+                args.push(exp.into());
                 cutoffs.push((args.len(), length));
-                args.push(String::new());
+                args.push(Vec::new());
             }
         }
     }
@@ -397,18 +399,21 @@ fn encode(
 
 /// Appends the fenced partition ranges: their count, then each one's fence
 /// field and first and last offset.
-fn push_groups(args: &mut Vec<String>, groups: &BTreeMap<u16, (i64, i64)>, parts: &[PartState]) {
-    args.push(groups.len().to_string());
+fn push_groups(args: &mut Vec<Vec<u8>>, groups: &BTreeMap<u16, (i64, i64)>, parts: &[PartState]) {
+    args.push(groups.len().to_string().into());
     for (part, (lo, hi)) in groups {
-        args.push(parts[*part as usize].field.clone());
-        args.push(lo.to_string());
-        args.push(hi.to_string());
+        args.push(parts[*part as usize].field.clone().into());
+        args.push(lo.to_string().into());
+        args.push(hi.to_string().into());
     }
 }
 
-/// Appends the merged updates, view by view; returns how many.
+/// Appends the merged updates, one packed argument per view (the layout
+/// is at the top of `apply.lua`); returns how many. Packed rather than one
+/// argument per value: Redis makes a Lua string of every argument and the
+/// script parsed each number back, most of its cost per update.
 fn push_updates(
-    args: &mut Vec<String>,
+    args: &mut Vec<Vec<u8>>,
     board: &Board,
     inst: &Instance,
     members: &[Arc<str>],
@@ -424,34 +429,75 @@ fn push_updates(
     }
     let mut count = 0;
     for (view, entries) in per_view.into_iter().enumerate() {
-        let window = inst.views[view].window_ms.is_some();
-        args.push(entries.len().to_string());
         count += entries.len();
-        for (member, bucket, (agg, fields)) in entries {
-            args.push(members[member as usize].to_string());
-            if let (Some(c), Some(fields)) = (&board.composite, fields) {
-                // Composite: per field "value:time", or "" without a value.
-                for f in fields.iter().take(c.layout.fields.len()) {
-                    args.push(match f {
-                        Some(a) => format!("{}:{}", num(a.value), a.ts),
-                        None => String::new(),
-                    });
-                }
-                if window {
-                    args.push(bucket.to_string());
-                }
-                continue;
-            }
-            args.push(num(agg.value));
-            if with_ts {
-                args.push(agg.ts.to_string());
-            }
-            if window {
-                args.push(bucket.to_string());
-            }
-        }
+        args.push(pack_view(
+            board,
+            with_ts,
+            inst.views[view].window_ms.is_some(),
+            members,
+            &entries,
+        ));
     }
     count
+}
+
+/// Appends a length-prefixed byte string (`I4 c0` in the script).
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    // Members and bucket ends are short (members at most a few hundred
+    // bytes by the schemas), far below u32::MAX.
+    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// One view's updates as the script's packed argument.
+fn pack_view(
+    board: &Board,
+    with_ts: bool,
+    window: bool,
+    members: &[Arc<str>],
+    entries: &[(u32, i64, Pending)],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(entries.len() * 32);
+    // Windows list their distinct bucket ends once; updates refer to them
+    // by 1-based index.
+    let mut buckets: FastMap<i64, u32> = FastMap::default();
+    if window {
+        let mut ends: Vec<i64> = entries.iter().map(|(_, b, _)| *b).collect();
+        ends.sort_unstable();
+        ends.dedup();
+        out.extend_from_slice(&(ends.len() as u32).to_le_bytes());
+        for (i, end) in ends.iter().enumerate() {
+            put_bytes(&mut out, end.to_string().as_bytes());
+            buckets.insert(*end, i as u32 + 1);
+        }
+    }
+    for (member, bucket, (agg, fields)) in entries {
+        put_bytes(&mut out, members[*member as usize].as_bytes());
+        if let (Some(c), Some(fields)) = (&board.composite, fields) {
+            // Composite: per field a presence byte, then value and time.
+            for f in fields.iter().take(c.layout.fields.len()) {
+                match f {
+                    Some(a) => {
+                        out.push(1);
+                        out.extend_from_slice(&a.value.to_le_bytes());
+                        out.extend_from_slice(&(a.ts as f64).to_le_bytes());
+                    }
+                    None => out.push(0),
+                }
+            }
+        } else {
+            out.extend_from_slice(&agg.value.to_le_bytes());
+            if with_ts {
+                out.extend_from_slice(&(agg.ts as f64).to_le_bytes());
+            }
+        }
+        if window {
+            let index = buckets.get(bucket).copied().unwrap_or(0);
+            out.extend_from_slice(&index.to_le_bytes());
+        }
+    }
+    out
 }
 
 /// Groups encoded instances into calls: same group key (slot, or one group
@@ -547,7 +593,7 @@ pub fn trims(boards: &BoardSet, instances: &[(usize, String)], grouping: Groupin
             let mut args = Vec::new();
             push_header(&mut args, board, "0");
             args.push("0".into());
-            args.push(windows.len().to_string());
+            args.push(windows.len().to_string().into());
             let mut cutoffs = Vec::new();
             for w in &windows {
                 push_view_keys(
@@ -560,10 +606,10 @@ pub fn trims(boards: &BoardSet, instances: &[(usize, String)], grouping: Groupin
                 args.push("w".into());
                 args.push("0".into());
                 cutoffs.push((args.len(), w.length_ms));
-                args.push(String::new());
+                args.push(Vec::new());
             }
-            // No updates for any view.
-            args.extend(windows.iter().map(|_| "0".to_string()));
+            // No updates for any view: an empty packed argument each.
+            args.extend(windows.iter().map(|_| Vec::new()));
             let e = Encoded {
                 member: Member {
                     instance: u32::MAX,
@@ -586,14 +632,14 @@ pub fn trims(boards: &BoardSet, instances: &[(usize, String)], grouping: Groupin
 impl Call {
     /// The EVALSHA command for this call at clock `now`.
     pub fn command(&self, sha: &str, now: i64) -> redis::Cmd {
-        let mut args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let mut args: Vec<&[u8]> = self.args.iter().map(Vec::as_slice).collect();
         let cutoffs: Vec<String> = self
             .cutoffs
             .iter()
             .map(|(_, length)| now.saturating_sub(*length).to_string())
             .collect();
         for ((i, _), c) in self.cutoffs.iter().zip(&cutoffs) {
-            args[*i] = c;
+            args[*i] = c.as_bytes();
         }
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(sha)

@@ -30,16 +30,24 @@
 --        all count as late, and its cutoff in the reply is -2)
 --       (expire_at / fence_expire: absolute ms; 0 = leave the expiry alone,
 --        the caller set it recently; fence_expire -1 = persist)
---       then for each view: count, {member, value [, ts] [, bucket_end]} x count
+--       then for each view one packed argument holding all its updates
 --       (updates of all groups merged per member: a batch's partitions are
---        applied together or not at all)
---       (ts unless the instance is a plain sum: agg "sum", tie "n", no window;
---        bucket_end for windows)
---       Composite boards (SPEC §8.2; agg "c" .. {rule, code} x nfields ..
---       direction, e.g. "csdsanpa"... see src/board/composite.rs
---       `script_code`): per update {member, field_1 .. field_n
---       [, bucket_end]}, each field "value:time" or "" when the event gave
---       it no value; bucket_end for windows.
+--        applied together or not at all), read with Redis's `struct`
+--       library: little-endian, "I4" a 4-byte count or index, "c0" the
+--       bytes counted by the I4 before it, "d" an IEEE double:
+--         windows first list their bucket ends: I4 nb, {I4 c0 (decimal
+--         text of the end)} x nb; then per update, to the argument's end:
+--         member I4 c0, value d [, time d] [, bucket I4 (1-based, into the
+--         ends)]
+--       (time unless the instance is a plain sum: agg "sum", tie "n", no
+--        window; bucket for windows). Composite boards (SPEC §8.2; agg "c"
+--       .. {rule, code} x nfields .. direction, e.g. "csdsanpa"... see
+--       src/board/composite.rs `script_code`): per update member I4 c0,
+--       then per field a byte B (0: the event gave it no value; 1: value d,
+--       time d follow) [, bucket I4].
+--       (One argument per view rather than one per value: Redis turns
+--        every argument into a Lua string and `tonumber` parses each
+--        number again, most of the script's cost per update (issue 14).)
 --
 -- Reply {1, more, {applied, evicted, overflow, late, cutoffs} x ninstances}
 --       (cutoffs: when late > 0, the cutoff each view used, in view order,
@@ -176,9 +184,9 @@ local function cwrite(view, m, st, nst)
   end
 end
 
--- One composite update of a period view (fields at ARGV[base + 1 ..]).
--- Returns 1 applied, 2 overflow, 0 no change.
-local function apply_composite(view, m, base)
+-- One composite update of a period view (fields: per field {value,
+-- time} or false, as decoded). Returns 1 applied, 2 overflow, 0 no change.
+local function apply_composite(view, m, fields)
   local old = redis.call("HGET", view.f, m)
   local st = {}
   if old then st = cparse(old) end
@@ -186,10 +194,9 @@ local function apply_composite(view, m, base)
   local changed = false
   for i = 1, #cfields do
     local cur = st[i] or false
-    local u = ARGV[base + i]
-    if u ~= "" then
-      local c = string.find(u, ":", 1, true)
-      local dv, dt = tonumber(string.sub(u, 1, c - 1)), tonumber(string.sub(u, c + 1))
+    local u = fields[i]
+    if u then
+      local dv, dt = u[1], u[2]
       local V, T = nil, nil
       if cur then V, T = cur[1], cur[2] end
       local rule = cfields[i].rule
@@ -402,6 +409,69 @@ end
 -- command under Lua's C stack limit (LUAI_MAXCSTACK, 8000 values).
 local CHUNK = 1000
 
+local sunpack = struct.unpack
+
+-- A view's packed updates (see the layout at the top) as arrays indexed
+-- 1..n: U.m members, U.v values, U.t times (nil without), U.b bucket
+-- ends (text, as in key names), U.f composite fields ({value, time} or
+-- false per field). view.bnum maps a bucket end's text to its number.
+local function decode(view, p, with_t, nfields)
+  local U = { m = {}, v = {}, t = {}, b = {}, f = {}, n = 0 }
+  local pos, len = 1, #p
+  -- A view without updates (trim-only calls) has an empty argument.
+  if len == 0 then return U end
+  local ends
+  if view.kind == "w" then
+    local nb
+    nb, pos = sunpack("<I4", p, pos)
+    ends, view.bnum = {}, {}
+    for j = 1, nb do
+      local e
+      e, pos = sunpack("<I4c0", p, pos)
+      ends[j] = e
+      view.bnum[e] = tonumber(e)
+    end
+  end
+  local ms, vs, ts, bs, fs = U.m, U.v, U.t, U.b, U.f
+  local n = 0
+  while pos <= len do
+    n = n + 1
+    local m
+    if nfields then
+      m, pos = sunpack("<I4c0", p, pos)
+      local f = {}
+      for i = 1, nfields do
+        local has
+        has, pos = sunpack("<B", p, pos)
+        if has == 1 then
+          local fv, ft
+          fv, ft, pos = sunpack("<dd", p, pos)
+          f[i] = { fv, ft }
+        else
+          f[i] = false
+        end
+      end
+      fs[n] = f
+    elseif ends then
+      local bi
+      m, vs[n], ts[n], bi, pos = sunpack("<I4c0ddI4", p, pos)
+      bs[n] = ends[bi]
+    elseif with_t then
+      m, vs[n], ts[n], pos = sunpack("<I4c0dd", p, pos)
+    else
+      m, vs[n], pos = sunpack("<I4c0d", p, pos)
+    end
+    ms[n] = m
+    if nfields and ends then
+      local bi
+      bi, pos = sunpack("<I4", p, pos)
+      bs[n] = ends[bi]
+    end
+  end
+  U.n = n
+  return U
+end
+
 -- Reads the state (V, T) of the distinct members ms. Returns a cache
 -- {list = ms, by = m -> {v, t, ov, ot}} (ov, ot: as read) that updates
 -- change in Lua and st_flush writes back.
@@ -500,12 +570,12 @@ local function st_flush(view, c)
   if view.v then st_dense(view, added, alist, gone, glist) end
 end
 
--- The distinct members of updates from .. to - 1 (0-based) of a view
--- whose updates start at ARGV[a], width values each.
-local function chunk_members(a, width, from, to)
+-- The distinct members of updates from .. to (decoded updates U).
+local function chunk_members(U, from, to)
   local ms, seen = {}, {}
-  for u = from, to - 1 do
-    local m = ARGV[a + u * width]
+  local um = U.m
+  for u = from, to do
+    local m = um[u]
     if not seen[m] then
       seen[m] = true
       ms[#ms + 1] = m
@@ -517,27 +587,26 @@ end
 -- A chunk of a plain sum far from the exact limit (see BOUND_LIMIT): no
 -- total needs checking. A member new to the view takes the delta itself,
 -- as ZINCRBY gives it. Returns the number applied.
-local function apply_fast_chunk(view, a, width, from, to)
-  local c = st_load(view, chunk_members(a, width, from, to))
-  for u = from, to - 1 do
-    local base = a + u * width
-    local e = c.by[ARGV[base]]
-    local dv = tonumber(ARGV[base + 1])
+local function apply_fast_chunk(view, U, from, to)
+  local c = st_load(view, chunk_members(U, from, to))
+  local by, um, uv = c.by, U.m, U.v
+  for u = from, to do
+    local e = by[um[u]]
+    local dv = uv[u]
     if e.v == nil then e.v = dv else e.v = e.v + dv end
   end
   st_flush(view, c)
-  return to - from
+  return to - from + 1
 end
 
 -- A chunk of a period view (not composite). Returns applied, overflow.
-local function apply_period_chunk(view, a, width, from, to)
-  local c = st_load(view, chunk_members(a, width, from, to))
+local function apply_period_chunk(view, U, from, to)
+  local c = st_load(view, chunk_members(U, from, to))
   local applied, overflow = 0, 0
   local plain = agg == "sum" and tie == "n"
-  for u = from, to - 1 do
-    local base = a + u * width
-    local e = c.by[ARGV[base]]
-    local dv = tonumber(ARGV[base + 1])
+  for u = from, to do
+    local e = c.by[U.m[u]]
+    local dv = U.v[u]
     if plain then
       -- Near the exact limit: each total is checked before it is kept.
       local cur = e.v or 0
@@ -549,7 +618,7 @@ local function apply_period_chunk(view, a, width, from, to)
         applied = applied + 1
       end
     else
-      local nv, nt = combine(e.v, e.t, dv, tonumber(ARGV[base + 2]))
+      local nv, nt = combine(e.v, e.t, dv, U.t[u])
       if nv ~= nil then
         if out_of_range(agg == "sum" and e.v or nil, dv, nv) then
           overflow = overflow + 1
@@ -569,12 +638,12 @@ end
 -- the bucket held it before, whether it changed), read with one HMGET per
 -- distinct bucket; bl lists the bucket ends in order of appearance.
 -- Updates of buckets the cutoff already passed are late and left out.
-local function wchunk_buckets(view, a, width, from, to)
+local function wchunk_buckets(view, U, from, to)
   local bs, bl = {}, {}
-  for u = from, to - 1 do
-    local base = a + u * width
-    local m, bend = ARGV[base], ARGV[base + 3]
-    if tonumber(bend) > view.cutoff then
+  local bnum = view.bnum
+  for u = from, to do
+    local m, bend = U.m[u], U.b[u]
+    if bnum[bend] > view.cutoff then
       local b = bs[bend]
       if not b then
         b = { list = {}, e = {} }
@@ -642,21 +711,20 @@ end
 -- A chunk of a sum or last window (max/min keep apply_window: see K:ord).
 -- Same decisions as apply_window, on states read once per chunk.
 -- Returns applied, overflow, late.
-local function apply_window_chunk(view, a, width, from, to)
-  local bs, bl = wchunk_buckets(view, a, width, from, to)
-  local c = st_load(view, chunk_members(a, width, from, to))
+local function apply_window_chunk(view, U, from, to)
+  local bs, bl = wchunk_buckets(view, U, from, to)
+  local c = st_load(view, chunk_members(U, from, to))
   local ninc, nl = {}, {}
   local applied, overflow, late = 0, 0, 0
   local summed = agg == "sum"
-  for u = from, to - 1 do
-    local base = a + u * width
-    local m, bend = ARGV[base], ARGV[base + 3]
+  for u = from, to do
+    local m, bend = U.m[u], U.b[u]
     local b = bs[bend]
     if not b then
       late = late + 1
     else
       local be, e = b.e[m], c.by[m]
-      local dv, dt = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
+      local dv, dt = U.v[u], U.t[u]
       local nbv, nbt = combine(be.v, be.t, dv, dt)
       -- nil: the bucket already holds a better value, nothing changes.
       if nbv ~= nil then
@@ -769,7 +837,7 @@ end
 
 -- One update of a window bucket. Returns 1 applied, 2 overflow, 3 late, 0 no change.
 local function apply_window(view, m, dv, dt, bend)
-  if tonumber(bend) <= view.cutoff then return 3 end
+  if view.bnum[bend] <= view.cutoff then return 3 end
   local bkey = view.key .. ":b:" .. bend
   local old = redis.call("HGET", bkey, m)
   local bv, bt = nil, nil
@@ -806,11 +874,11 @@ local function apply_window(view, m, dv, dt, bend)
   return 1
 end
 
--- One composite update of a window bucket (fields at ARGV[base + 1 ..]):
+-- One composite update of a window bucket (fields as in apply_composite):
 -- each field combines into the bucket's entry and into the window's K:f
 -- by its rule. Returns 1 applied, 2 overflow, 3 late, 0 no change.
-local function apply_cwindow(view, m, base, bend)
-  if tonumber(bend) <= view.cutoff then return 3 end
+local function apply_cwindow(view, m, fields, bend)
+  if view.bnum[bend] <= view.cutoff then return 3 end
   local bkey = view.key .. ":b:" .. bend
   local oldb = redis.call("HGET", bkey, m)
   local bst = {}
@@ -822,10 +890,9 @@ local function apply_cwindow(view, m, base, bend)
   local bchanged, changed = false, false
   for i = 1, #cfields do
     local bcur, cur = bst[i] or false, st[i] or false
-    local u = ARGV[base + i]
-    if u ~= "" then
-      local c = string.find(u, ":", 1, true)
-      local dv, dt = tonumber(string.sub(u, 1, c - 1)), tonumber(string.sub(u, c + 1))
+    local u = fields[i]
+    if u then
+      local dv, dt = u[1], u[2]
       local rule = cfields[i].rule
       local BV, BT, V, T = nil, nil, nil, nil
       if bcur then BV, BT = bcur[1], bcur[2] end
@@ -1013,15 +1080,8 @@ for i = 1, tonumber(ARGV[2]) do
     end
     views[v] = view
   end
-  -- A plain sum's updates carry no event time; windows add the bucket end.
-  for v = 1, nviews do
-    if inst.cfields then
-      views[v].width = 1 + #inst.cfields
-      if views[v].kind == "w" then views[v].width = 2 + #inst.cfields end
-    elseif plain then views[v].width = 2
-    elseif views[v].kind == "w" then views[v].width = 4
-    else views[v].width = 3 end
-  end
+  -- A plain sum's updates carry no event time; windows add the bucket.
+  inst.with_t = not plain
   inst.views = views
   -- One read for the fences and the bounds.
   local fields = {}
@@ -1066,12 +1126,9 @@ for i = 1, tonumber(ARGV[2]) do
       inst.fast[field] = bound <= BOUND_LIMIT
     end
   end
-  -- Updates start here; skip over them.
+  -- Updates start here, one packed argument per view; skip over them.
   inst.updates = a
-  for v = 1, nviews do
-    local count = tonumber(ARGV[a]); a = a + 1
-    a = a + count * views[v].width
-  end
+  a = a + nviews
   instances[i] = inst
 end
 if #conflicts > 0 then
@@ -1101,10 +1158,12 @@ for i = 1, #instances do
   end
   local applied, overflow, late = 0, 0, 0
   a = inst.updates
+  local nfields = cfields and #cfields
   for v = 1, #views do
     local view = views[v]
-    local count = tonumber(ARGV[a]); a = a + 1
-    local width = view.width
+    local U = decode(view, ARGV[a], inst.with_t, nfields)
+    a = a + 1
+    local count = U.n
     if view.closed and count > 0 and redis.call("EXISTS", view.closed) == 1 then
       -- Closed by the archiver, which may be reading the final standings:
       -- one look per view and call, and none of its updates is applied.
@@ -1112,42 +1171,38 @@ for i = 1, #instances do
       late = late + count
     elseif view.fast then
       -- The hot path: a plain sum far from the exact limit.
-      for from = 0, count - 1, CHUNK do
-        local to = math.min(from + CHUNK, count)
-        applied = applied + apply_fast_chunk(view, a, width, from, to)
+      for from = 1, count, CHUNK do
+        local to = math.min(from + CHUNK - 1, count)
+        applied = applied + apply_fast_chunk(view, U, from, to)
       end
     elseif view.kind == "w" and not cfields and not uses_ord then
-      for from = 0, count - 1, CHUNK do
-        local to = math.min(from + CHUNK, count)
-        local n, o, l = apply_window_chunk(view, a, width, from, to)
+      for from = 1, count, CHUNK do
+        local to = math.min(from + CHUNK - 1, count)
+        local n, o, l = apply_window_chunk(view, U, from, to)
         applied, overflow, late = applied + n, overflow + o, late + l
       end
     elseif view.kind == "p" and not cfields then
-      for from = 0, count - 1, CHUNK do
-        local to = math.min(from + CHUNK, count)
-        local n, o = apply_period_chunk(view, a, width, from, to)
+      for from = 1, count, CHUNK do
+        local to = math.min(from + CHUNK - 1, count)
+        local n, o = apply_period_chunk(view, U, from, to)
         applied, overflow = applied + n, overflow + o
       end
     else
-      for u = 0, count - 1 do
-        local base = a + u * width
-        local m, dv = ARGV[base], tonumber(ARGV[base + 1])
-        local dt = 0
-        if width > 2 then dt = tonumber(ARGV[base + 2]) end
+      for u = 1, count do
+        local m = U.m[u]
         local r
         if cfields and view.kind == "w" then
-          r = apply_cwindow(view, m, base, ARGV[base + 1 + #cfields])
+          r = apply_cwindow(view, m, U.f[u], U.b[u])
         elseif cfields then
-          r = apply_composite(view, m, base)
+          r = apply_composite(view, m, U.f[u])
         else
-          r = apply_window(view, m, dv, dt, ARGV[base + 3])
+          r = apply_window(view, m, U.v[u], U.t[u], U.b[u])
         end
         if r == 1 then applied = applied + 1
         elseif r == 2 then overflow = overflow + 1
         elseif r == 3 then late = late + 1 end
       end
     end
-    a = a + count * width
   end
   for v = 1, #views do dense_close(views[v]) end
   finish(inst)
