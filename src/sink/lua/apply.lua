@@ -90,7 +90,7 @@ local function dense_moved(view, oldv, newv)
   if newv then redis.call("ZADD", vk, num(newv), vtext(newv)) end
   if oldv then
     local s = num(oldv)
-    if #redis.call("ZRANGE", view.key, s, s, "BYSCORE", "LIMIT", 0, 1) == 0 then
+    if redis.call("ZCOUNT", view.key, s, s) == 0 then
       redis.call("ZREM", vk, vtext(oldv))
     end
   end
@@ -473,26 +473,33 @@ local function decode(view, p, with_t, nfields)
 end
 
 -- Reads the state (V, T) of the distinct members ms. Returns a cache
--- {list = ms, by = m -> {v, t, ov, ot}} (ov, ot: as read) that updates
--- change in Lua and st_flush writes back.
+-- {list = ms, by = m -> {v, t, ov, ot, oe}} (ov, ot: as read; oe: the
+-- member as stored, kept so st_flush need not encode it again) that
+-- updates change in Lua and st_flush writes back.
 local function st_load(view, ms)
   local c = { list = ms, by = {} }
-  if #ms == 0 then return c end
+  local n = #ms
+  if n == 0 then return c end
   local ts, encs = nil, ms
   if needs_t then
     ts = redis.call("HMGET", view.t, unpack(ms))
     encs = {}
-    for i, m in ipairs(ms) do encs[i] = enc(m, tonumber(ts[i]) or 0) end
+    for i = 1, n do
+      local t = tonumber(ts[i])
+      ts[i] = t
+      encs[i] = enc(ms[i], t or 0)
+    end
   end
   local vs = redis.call("ZMSCORE", view.key, unpack(encs))
-  for i, m in ipairs(ms) do
+  local by = c.by
+  for i = 1, n do
     local v, t = nil, nil
     -- Without its K:t entry a member has no state, as in get_state.
     if vs[i] and (ts == nil or ts[i]) then
       v = tonumber(vs[i])
-      if ts then t = tonumber(ts[i]) end
+      if ts then t = ts[i] end
     end
-    c.by[m] = { v = v, t = t, ov = v, ot = t }
+    by[ms[i]] = { v = v, t = t, ov = v, ot = t, oe = encs[i] }
   end
   return c
 end
@@ -501,84 +508,101 @@ end
 -- (ZADD of an entry already there changes nothing), and an old value
 -- leaves only when no member holds it any more. A value some member of
 -- the chunk now holds is kept without a look; every other old value costs
--- one O(log n) look for the first member with that score.
-local function st_dense(view, added, alist, gone, glist)
+-- one O(log n) count of the members with that score (ZCOUNT: an integer
+-- reply, where ZRANGE .. LIMIT 0 1 built a table). glist holds the old
+-- values' texts (vtext), which are also their exact scores.
+local function st_dense(view, added, alist, glist)
   if #alist > 0 then redis.call("ZADD", view.v, unpack(alist)) end
-  local rem = {}
-  for _, x in ipairs(glist) do
-    local text = vtext(x)
-    if not added[text] then
-      local s = num(x)
-      if #redis.call("ZRANGE", view.key, s, s, "BYSCORE", "LIMIT", 0, 1) == 0 then
-        rem[#rem + 1] = text
-      end
+  local rem, nrem = {}, 0
+  for _, text in ipairs(glist) do
+    if not added[text] and redis.call("ZCOUNT", view.key, text, text) == 0 then
+      nrem = nrem + 1
+      rem[nrem] = text
     end
   end
-  if #rem > 0 then redis.call("ZREM", view.v, unpack(rem)) end
+  if nrem > 0 then redis.call("ZREM", view.v, unpack(rem)) end
 end
 
 -- Writes back the members of cache c whose state changed: the old
 -- encoded members that go (tie-break boards re-encode on a new time, and
--- removed members), the new scores, K:t, and the dense index.
+-- removed members), the new scores, K:t, and the dense index. Each text is
+-- made once (Lua's string.format and the strings it makes are a large
+-- part of the script's time): the old member as st_load encoded it, the
+-- new one only when the time changed, the index entry from the score's
+-- text (vtext and num differ only for zero).
 local function st_flush(view, c)
   local zrem, zadd, hset, hdel = {}, {}, {}, {}
+  local nzrem, nzadd, nhset, nhdel = 0, 0, 0, 0
   local added, alist, gone, glist = {}, {}, {}, {}
+  local nalist, nglist = 0, 0
+  local dense = view.v
+  local by = c.by
   for _, m in ipairs(c.list) do
-    local e = c.by[m]
+    local e = by[m]
     if e.v ~= e.ov or e.t ~= e.ot then
       local oenc, nenc = nil, nil
-      if e.ov ~= nil then oenc = enc(m, e.ot) end
-      if e.v ~= nil then nenc = enc(m, e.t) end
-      if oenc and oenc ~= nenc then zrem[#zrem + 1] = oenc end
+      if e.ov ~= nil then oenc = e.oe end
+      if e.v ~= nil then
+        if oenc and e.t == e.ot then nenc = oenc else nenc = enc(m, e.t) end
+      end
+      if oenc and oenc ~= nenc then
+        nzrem = nzrem + 1
+        zrem[nzrem] = oenc
+      end
       local score = nil
       if nenc then
         score = num(e.v)
-        zadd[#zadd + 1] = score
-        zadd[#zadd + 1] = nenc
+        zadd[nzadd + 1] = score
+        zadd[nzadd + 2] = nenc
+        nzadd = nzadd + 2
         if needs_t then
-          hset[#hset + 1] = m
-          hset[#hset + 1] = num(e.t)
+          hset[nhset + 1] = m
+          hset[nhset + 2] = num(e.t)
+          nhset = nhset + 2
         end
       elseif needs_t and oenc then
-        hdel[#hdel + 1] = m
+        nhdel = nhdel + 1
+        hdel[nhdel] = m
       end
-      if view.v and e.v ~= e.ov then
-        -- Each value's text is formatted once: Lua time is most of the
-        -- script's now.
+      if dense and e.v ~= e.ov then
         if score then
-          local text = vtext(e.v)
+          local text = score
+          if e.v == 0 then text = "0" end
           if not added[text] then
             added[text] = true
-            alist[#alist + 1] = score
-            alist[#alist + 1] = text
+            alist[nalist + 1] = score
+            alist[nalist + 2] = text
+            nalist = nalist + 2
           end
         end
         if e.ov ~= nil then
           local text = vtext(e.ov)
           if not gone[text] then
             gone[text] = true
-            glist[#glist + 1] = e.ov
+            nglist = nglist + 1
+            glist[nglist] = text
           end
         end
       end
     end
   end
-  if #zrem > 0 then redis.call("ZREM", view.key, unpack(zrem)) end
-  if #zadd > 0 then redis.call("ZADD", view.key, unpack(zadd)) end
-  if #hset > 0 then redis.call("HSET", view.t, unpack(hset)) end
-  if #hdel > 0 then redis.call("HDEL", view.t, unpack(hdel)) end
-  if view.v then st_dense(view, added, alist, gone, glist) end
+  if nzrem > 0 then redis.call("ZREM", view.key, unpack(zrem)) end
+  if nzadd > 0 then redis.call("ZADD", view.key, unpack(zadd)) end
+  if nhset > 0 then redis.call("HSET", view.t, unpack(hset)) end
+  if nhdel > 0 then redis.call("HDEL", view.t, unpack(hdel)) end
+  if dense then st_dense(view, added, alist, glist) end
 end
 
 -- The distinct members of updates from .. to (decoded updates U).
 local function chunk_members(U, from, to)
-  local ms, seen = {}, {}
+  local ms, seen, n = {}, {}, 0
   local um = U.m
   for u = from, to do
     local m = um[u]
     if not seen[m] then
       seen[m] = true
-      ms[#ms + 1] = m
+      n = n + 1
+      ms[n] = m
     end
   end
   return ms
@@ -640,29 +664,33 @@ end
 -- Updates of buckets the cutoff already passed are late and left out.
 local function wchunk_buckets(view, U, from, to)
   local bs, bl = {}, {}
-  local bnum = view.bnum
+  local bnum, cutoff = view.bnum, view.cutoff
+  local um, ub = U.m, U.b
   for u = from, to do
-    local m, bend = U.m[u], U.b[u]
-    if bnum[bend] > view.cutoff then
+    local m, bend = um[u], ub[u]
+    if bnum[bend] > cutoff then
       local b = bs[bend]
       if not b then
-        b = { list = {}, e = {} }
+        b = { list = {}, e = {}, n = 0 }
         bs[bend] = b
         bl[#bl + 1] = bend
       end
       if not b.e[m] then
         b.e[m] = true
-        b.list[#b.list + 1] = m
+        b.n = b.n + 1
+        b.list[b.n] = m
       end
     end
   end
   for _, bend in ipairs(bl) do
     local b = bs[bend]
-    local got = redis.call("HMGET", view.key .. ":b:" .. bend, unpack(b.list))
-    for i, m in ipairs(b.list) do
+    local list, e = b.list, b.e
+    local got = redis.call("HMGET", view.key .. ":b:" .. bend, unpack(list))
+    for i = 1, b.n do
       local bv, bt = nil, nil
-      if got[i] then bv, bt = split_vt(got[i]) end
-      b.e[m] = { v = bv, t = bt, had = got[i] and true or false, dirty = false }
+      local g = got[i]
+      if g then bv, bt = split_vt(g) end
+      e[list[i]] = { v = bv, t = bt, had = g and true or false, dirty = false }
     end
   end
   return bs, bl
@@ -679,19 +707,22 @@ local function wchunk_flush(view, bs, bl, ninc, nl)
   for _, bend in ipairs(bl) do
     local b = bs[bend]
     local bkey = view.key .. ":b:" .. bend
-    local hset = {}
-    for _, m in ipairs(b.list) do
-      local e = b.e[m]
+    local hset, nh = {}, 0
+    local list, be = b.list, b.e
+    for i = 1, b.n do
+      local m = list[i]
+      local e = be[m]
       if e.dirty then
-        hset[#hset + 1] = m
+        hset[nh + 1] = m
         if plain then
-          hset[#hset + 1] = num(e.v)
+          hset[nh + 2] = num(e.v)
         else
-          hset[#hset + 1] = num(e.v) .. "," .. num(e.t)
+          hset[nh + 2] = num(e.v) .. "," .. num(e.t)
         end
+        nh = nh + 2
       end
     end
-    if #hset > 0 then redis.call("HSET", bkey, unpack(hset)) end
+    if nh > 0 then redis.call("HSET", bkey, unpack(hset)) end
     if b.new then
       redis.call("ZADD", view.log, bend, bend)
       redis.call("PEXPIREAT", bkey, tonumber(bend) + view.len + 86400000)
