@@ -18,10 +18,19 @@ local MAXT = 281474976710655        -- 2^48 - 1: tie keys are 12 hex digits
 -- "%.17g" prints for them, at a fraction of its cost: "%.17g" goes through
 -- libc's arbitrary-precision float printing, about a tenth of Redis's CPU in
 -- the window workload (issue 14). Zero keeps "%.17g" for its sign ("-0").
+-- Whole numbers are memoised for the script run: an event's time is
+-- printed for K:t, the bucket entry and the tie key of every view it
+-- updates. (Zero, whose sign a table key would lose, is never memoised.)
 local format = string.format
+local num_memo = {}
 local function num(s)
   if s > -1e15 and s < 1e15 and s % 1 == 0 and s ~= 0 then
-    return format("%d", s)
+    local r = num_memo[s]
+    if not r then
+      r = format("%d", s)
+      num_memo[s] = r
+    end
+    return r
   end
   return format("%.17g", s)
 end
@@ -29,11 +38,17 @@ end
 -- Members of tie-break boards carry a 12-hex-digit tie key in front, so that
 -- Redis's lexicographic order among equal scores is the tie-break order while
 -- the score stays the exact value.
+local hex_memo = {}
 local function enc(m, t)
   if tie == "n" then return m end
   local k = t
   if tie == "d" then k = MAXT - t end
-  return string.format("%012x", k) .. m
+  local h = hex_memo[k]
+  if not h then
+    h = format("%012x", k)
+    hex_memo[k] = h
+  end
+  return h .. m
 end
 
 -- Composite boards (src/board/composite.rs has the same encoding): the
