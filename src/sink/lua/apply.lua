@@ -473,12 +473,16 @@ local function decode(view, p, with_t, nfields)
 end
 
 -- Reads the state (V, T) of the distinct members ms. Returns a cache
--- {list = ms, by = m -> {v, t, ov, ot, oe}} (ov, ot: as read; oe: the
--- member as stored, kept so st_flush need not encode it again) that
--- updates change in Lua and st_flush writes back.
+-- {list = ms, n, idx = m -> i, v, t, ov, ot, oe} of arrays indexed by
+-- the member's place i in ms (v, t: the state, changed in Lua by the
+-- updates; ov, ot: as read; oe: the member as stored, kept so st_flush
+-- need not encode it again), which st_flush writes back. Arrays rather
+-- than a table per member: one small table per member and view was a
+-- good part of the script's allocation and garbage collection.
 local function st_load(view, ms)
-  local c = { list = ms, by = {} }
   local n = #ms
+  local idx, V, T, OV, OT, OE = {}, {}, {}, {}, {}, {}
+  local c = { list = ms, n = n, idx = idx, v = V, t = T, ov = OV, ot = OT, oe = OE }
   if n == 0 then return c end
   local ts, encs = nil, ms
   if needs_t then
@@ -491,19 +495,18 @@ local function st_load(view, ms)
     end
   end
   local vs = redis.call("ZMSCORE", view.key, unpack(encs))
-  local by = c.by
   for i = 1, n do
-    local v, t = nil, nil
+    idx[ms[i]] = i
+    OE[i] = encs[i]
     -- Without its K:t entry a member has no state, as in get_state.
     if vs[i] and (ts == nil or ts[i]) then
-      v = tonumber(vs[i])
-      if ts then t = ts[i] end
+      local v = tonumber(vs[i])
+      V[i], OV[i] = v, v
+      if ts then T[i], OT[i] = ts[i], ts[i] end
     end
-    by[ms[i]] = { v = v, t = t, ov = v, ot = t, oe = encs[i] }
   end
   return c
 end
-
 -- The dense-rank index after a chunk's writes: each new value is added
 -- (ZADD of an entry already there changes nothing), and an old value
 -- leaves only when no member holds it any more. A value some member of
@@ -536,14 +539,15 @@ local function st_flush(view, c)
   local added, alist, gone, glist = {}, {}, {}, {}
   local nalist, nglist = 0, 0
   local dense = view.v
-  local by = c.by
-  for _, m in ipairs(c.list) do
-    local e = by[m]
-    if e.v ~= e.ov or e.t ~= e.ot then
+  local list, V, T, OV, OT, OE = c.list, c.v, c.t, c.ov, c.ot, c.oe
+  for i = 1, c.n do
+    local m = list[i]
+    local v, t, ov, ot = V[i], T[i], OV[i], OT[i]
+    if v ~= ov or t ~= ot then
       local oenc, nenc = nil, nil
-      if e.ov ~= nil then oenc = e.oe end
-      if e.v ~= nil then
-        if oenc and e.t == e.ot then nenc = oenc else nenc = enc(m, e.t) end
+      if ov ~= nil then oenc = OE[i] end
+      if v ~= nil then
+        if oenc and t == ot then nenc = oenc else nenc = enc(m, t) end
       end
       if oenc and oenc ~= nenc then
         nzrem = nzrem + 1
@@ -551,23 +555,23 @@ local function st_flush(view, c)
       end
       local score = nil
       if nenc then
-        score = num(e.v)
+        score = num(v)
         zadd[nzadd + 1] = score
         zadd[nzadd + 2] = nenc
         nzadd = nzadd + 2
         if needs_t then
           hset[nhset + 1] = m
-          hset[nhset + 2] = num(e.t)
+          hset[nhset + 2] = num(t)
           nhset = nhset + 2
         end
       elseif needs_t and oenc then
         nhdel = nhdel + 1
         hdel[nhdel] = m
       end
-      if dense and e.v ~= e.ov then
+      if dense and v ~= ov then
         if score then
           local text = score
-          if e.v == 0 then text = "0" end
+          if v == 0 then text = "0" end
           if not added[text] then
             added[text] = true
             alist[nalist + 1] = score
@@ -575,8 +579,8 @@ local function st_flush(view, c)
             nalist = nalist + 2
           end
         end
-        if e.ov ~= nil then
-          local text = vtext(e.ov)
+        if ov ~= nil then
+          local text = vtext(ov)
           if not gone[text] then
             gone[text] = true
             nglist = nglist + 1
@@ -613,41 +617,41 @@ end
 -- as ZINCRBY gives it. Returns the number applied.
 local function apply_fast_chunk(view, U, from, to)
   local c = st_load(view, chunk_members(U, from, to))
-  local by, um, uv = c.by, U.m, U.v
+  local idx, V, um, uv = c.idx, c.v, U.m, U.v
   for u = from, to do
-    local e = by[um[u]]
-    local dv = uv[u]
-    if e.v == nil then e.v = dv else e.v = e.v + dv end
+    local i = idx[um[u]]
+    local x = V[i]
+    if x == nil then V[i] = uv[u] else V[i] = x + uv[u] end
   end
   st_flush(view, c)
   return to - from + 1
 end
-
 -- A chunk of a period view (not composite). Returns applied, overflow.
 local function apply_period_chunk(view, U, from, to)
   local c = st_load(view, chunk_members(U, from, to))
+  local idx, V, T = c.idx, c.v, c.t
   local applied, overflow = 0, 0
   local plain = agg == "sum" and tie == "n"
   for u = from, to do
-    local e = c.by[U.m[u]]
+    local i = idx[U.m[u]]
     local dv = U.v[u]
     if plain then
       -- Near the exact limit: each total is checked before it is kept.
-      local cur = e.v or 0
+      local cur = V[i] or 0
       local nv = cur + dv
       if out_of_range(cur, dv, nv) then
         overflow = overflow + 1
       else
-        e.v = nv
+        V[i] = nv
         applied = applied + 1
       end
     else
-      local nv, nt = combine(e.v, e.t, dv, U.t[u])
+      local nv, nt = combine(V[i], T[i], dv, U.t[u])
       if nv ~= nil then
-        if out_of_range(agg == "sum" and e.v or nil, dv, nv) then
+        if out_of_range(agg == "sum" and V[i] or nil, dv, nv) then
           overflow = overflow + 1
         else
-          e.v, e.t = nv, nt
+          V[i], T[i] = nv, nt
           applied = applied + 1
         end
       end
@@ -656,11 +660,11 @@ local function apply_period_chunk(view, U, from, to)
   st_flush(view, c)
   return applied, overflow
 end
-
--- The buckets a window chunk writes to: bend -> {list, e = m -> entry}
--- (entry {v, t, had, dirty}: the bucket's value for the member, whether
--- the bucket held it before, whether it changed), read with one HMGET per
--- distinct bucket; bl lists the bucket ends in order of appearance.
+-- The buckets a window chunk writes to: bend -> {list, n, idx = m -> j,
+-- v, t, had, dirty} (arrays indexed by the member's place j in list: the
+-- bucket's value and time for the member, whether the bucket held it
+-- before, whether it changed), read with one HMGET per distinct bucket;
+-- bl lists the bucket ends in order of appearance.
 -- Updates of buckets the cutoff already passed are late and left out.
 local function wchunk_buckets(view, U, from, to)
   local bs, bl = {}, {}
@@ -671,26 +675,27 @@ local function wchunk_buckets(view, U, from, to)
     if bnum[bend] > cutoff then
       local b = bs[bend]
       if not b then
-        b = { list = {}, e = {}, n = 0 }
+        b = { list = {}, idx = {}, n = 0, v = {}, t = {}, had = {}, dirty = {} }
         bs[bend] = b
         bl[#bl + 1] = bend
       end
-      if not b.e[m] then
-        b.e[m] = true
+      if not b.idx[m] then
         b.n = b.n + 1
+        b.idx[m] = b.n
         b.list[b.n] = m
       end
     end
   end
   for _, bend in ipairs(bl) do
     local b = bs[bend]
-    local list, e = b.list, b.e
+    local list, bv, bt, had = b.list, b.v, b.t, b.had
     local got = redis.call("HMGET", view.key .. ":b:" .. bend, unpack(list))
     for i = 1, b.n do
-      local bv, bt = nil, nil
       local g = got[i]
-      if g then bv, bt = split_vt(g) end
-      e[list[i]] = { v = bv, t = bt, had = g and true or false, dirty = false }
+      if g then
+        bv[i], bt[i] = split_vt(g)
+        had[i] = true
+      end
     end
   end
   return bs, bl
@@ -708,16 +713,14 @@ local function wchunk_flush(view, bs, bl, ninc, nl)
     local b = bs[bend]
     local bkey = view.key .. ":b:" .. bend
     local hset, nh = {}, 0
-    local list, be = b.list, b.e
+    local list, bv, bt, dirty = b.list, b.v, b.t, b.dirty
     for i = 1, b.n do
-      local m = list[i]
-      local e = be[m]
-      if e.dirty then
-        hset[nh + 1] = m
+      if dirty[i] then
+        hset[nh + 1] = list[i]
         if plain then
-          hset[nh + 2] = num(e.v)
+          hset[nh + 2] = num(bv[i])
         else
-          hset[nh + 2] = num(e.v) .. "," .. num(e.t)
+          hset[nh + 2] = num(bv[i]) .. "," .. num(bt[i])
         end
         nh = nh + 2
       end
@@ -745,6 +748,7 @@ end
 local function apply_window_chunk(view, U, from, to)
   local bs, bl = wchunk_buckets(view, U, from, to)
   local c = st_load(view, chunk_members(U, from, to))
+  local idx, V, T = c.idx, c.v, c.t
   local ninc, nl = {}, {}
   local applied, overflow, late = 0, 0, 0
   local summed = agg == "sum"
@@ -754,26 +758,27 @@ local function apply_window_chunk(view, U, from, to)
     if not b then
       late = late + 1
     else
-      local be, e = b.e[m], c.by[m]
+      local j, i = b.idx[m], idx[m]
+      local bv, v = b.v[j], V[i]
       local dv, dt = U.v[u], U.t[u]
-      local nbv, nbt = combine(be.v, be.t, dv, dt)
+      local nbv, nbt = combine(bv, b.t[j], dv, dt)
       -- nil: the bucket already holds a better value, nothing changes.
       if nbv ~= nil then
-        local nv, nt = combine(e.v, e.t, dv, dt)
-        if (nv ~= nil and out_of_range(summed and e.v or nil, dv, nv))
-            or out_of_range(summed and be.v or nil, dv, nbv) then
+        local nv, nt = combine(v, T[i], dv, dt)
+        if (nv ~= nil and out_of_range(summed and v or nil, dv, nv))
+            or out_of_range(summed and bv or nil, dv, nbv) then
           overflow = overflow + 1
         else
-          if not be.had then
-            be.had, b.new = true, true
+          if not b.had[j] then
+            b.had[j], b.new = true, true
             if not ninc[m] then
               ninc[m] = 0
               nl[#nl + 1] = m
             end
             ninc[m] = ninc[m] + 1
           end
-          be.v, be.t, be.dirty = nbv, nbt, true
-          if nv ~= nil then e.v, e.t = nv, nt end
+          b.v[j], b.t[j], b.dirty[j] = nbv, nbt, true
+          if nv ~= nil then V[i], T[i] = nv, nt end
           applied = applied + 1
         end
       end
@@ -783,7 +788,6 @@ local function apply_window_chunk(view, U, from, to)
   st_flush(view, c)
   return applied, overflow, late
 end
-
 -- Evicts one HSCAN page (kv: member, entry, ...) of the bucket ending at
 -- bend from a sum or last window, as evict_entry does one entry: K:n is
 -- read and written once for the page, the states through st_load and
@@ -802,19 +806,20 @@ local function evict_page(view, kv)
   end
   local ns = redis.call("HMGET", view.n, unpack(ms))
   local c = st_load(view, ms)
+  local V, T = c.v, c.t
   local hset, hdel = {}, {}
+  -- st_load keeps ms's order: member i of ms is entry i of the cache.
   for i, m in ipairs(ms) do
     local n = (tonumber(ns[i]) or 0) - 1
-    local e = c.by[m]
     if n <= 0 then
       if ns[i] then hdel[#hdel + 1] = m end
-      e.v, e.t = nil, nil
+      V[i], T[i] = nil, nil
     else
       hset[#hset + 1] = m
       hset[#hset + 1] = string.format("%d", n)
-      if agg == "sum" and e.v ~= nil then
+      if agg == "sum" and V[i] ~= nil then
         local bv = split_vt(vals[i])
-        e.v = e.v - bv
+        V[i] = V[i] - bv
       end
     end
   end
