@@ -684,6 +684,49 @@ mod tests {
         assert_eq!(counts[1].cutoffs, vec![-1, 1_700_000_000_000]);
     }
 
+    /// The packed layout of `apply.lua`'s header, built by hand: a window
+    /// view's bucket ends (sorted, each once), then per update the member,
+    /// value, time and 1-based bucket index.
+    #[test]
+    fn a_window_view_packs_its_bucket_ends_once_and_indexes_them() {
+        let set = crate::config::test_boards(
+            r#"
+            [[board]]
+            name = "recent"
+            event = "gift"
+            member = "receiver_id"
+            score = "count"
+            windows = ["1h/1m"]
+            "#,
+        );
+        let members: Vec<Arc<str>> = vec!["ab".into(), "c".into()];
+        let entries = vec![
+            (1, 120_000, (Agg::new(2.5, 7), None)),
+            (0, 60_000, (Agg::new(-1.0, 9), None)),
+        ];
+        let got = pack_view(&set.boards[0], true, true, &members, &entries);
+        let mut want: Vec<u8> = Vec::new();
+        want.extend(2u32.to_le_bytes());
+        for end in ["60000", "120000"] {
+            want.extend((end.len() as u32).to_le_bytes());
+            want.extend(end.as_bytes());
+        }
+        for (m, v, t, b) in [("c", 2.5f64, 7f64, 2u32), ("ab", -1.0, 9.0, 1)] {
+            want.extend((m.len() as u32).to_le_bytes());
+            want.extend(m.as_bytes());
+            want.extend(v.to_le_bytes());
+            want.extend(t.to_le_bytes());
+            want.extend(b.to_le_bytes());
+        }
+        assert_eq!(got, want);
+        // A plain-sum period view: member and value only, no bucket list.
+        let plain = pack_view(&set.boards[0], false, false, &members, &entries[..1]);
+        let mut want: Vec<u8> = 1u32.to_le_bytes().to_vec();
+        want.extend(b"c");
+        want.extend(2.5f64.to_le_bytes());
+        assert_eq!(plain, want);
+    }
+
     #[test]
     fn a_done_reply_without_the_cutoffs_is_refused() {
         // {1, more, applied, evicted, overflow, late}: the old layout.
