@@ -12,11 +12,11 @@
 //! and the dead-letter header `rankflow-error`.
 
 mod check;
+mod fields;
 mod generic;
 mod typed;
 
-use serde_json::{Map, Value};
-
+pub use fields::{Fields, Slot};
 pub use generic::SchemaBuildError;
 use generic::Validators;
 use typed::Top;
@@ -130,7 +130,7 @@ pub struct Event {
     /// Event time, ms since the Unix epoch.
     pub ts: i64,
     /// The whole object (ids normalized to strings), read by rules.
-    pub fields: Map<String, Value>,
+    pub fields: Fields,
 }
 
 /// Why a message is not a valid event.
@@ -245,6 +245,8 @@ fn check_id_bytes(field: &str, id: &str) -> Result<(), DecodeError> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     fn dec() -> Decoder {

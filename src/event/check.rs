@@ -7,8 +7,9 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use super::fields::Fields;
 use super::typed::{Key, Object, Raw};
 use super::{DecodeError, Event, EventType, check_id_bytes, shorten};
 
@@ -105,7 +106,7 @@ const EXACT_F64: f64 = 9_007_199_254_740_992.0;
 /// same [`Event`] the generic decode would.
 pub(super) fn event(mut object: Object<'_>) -> Result<Event, DecodeError> {
     let kind = kind_of(&object)?;
-    let mut fields: Map<String, Value> = std::mem::take(&mut object.extra);
+    let mut fields = Fields::with_extra(std::mem::take(&mut object.extra));
     let mut event_id = None;
     let mut ts = None;
     for f in fields_of(kind) {
@@ -132,12 +133,12 @@ pub(super) fn event(mut object: Object<'_>) -> Result<Event, DecodeError> {
             }
             (_, raw) => normalized(f, raw)?,
         };
-        fields.insert(f.key.name().to_owned(), value);
+        fields.set(f.key, value);
     }
     // The type itself and fields only other types declare: plain values.
     for key in Key::ALL {
         if let Some(raw) = object.take(key) {
-            fields.insert(key.name().to_owned(), raw.into_value());
+            fields.set(key, raw.into_value());
         }
     }
     // Both were checked above; these only repeat the generic decode's own

@@ -77,7 +77,7 @@ impl Validators {
             kind,
             event_id,
             ts,
-            fields,
+            fields: fields.into(),
         })
     }
 }

@@ -78,7 +78,7 @@ impl Key {
         }
     }
 
-    fn find(s: &str) -> Option<Key> {
+    pub(super) fn find(s: &str) -> Option<Key> {
         Key::ALL.into_iter().find(|k| k.name() == s)
     }
 }

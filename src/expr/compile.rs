@@ -12,6 +12,7 @@ use super::eval;
 use super::parser::{Ast, AstKind, BinOp, UnOp};
 use super::value::{Arith, Cmp, Kinds, Value};
 use super::{CompileError, EvalError};
+use crate::event::Slot;
 
 /// The evaluation tree. Binary operators keep both operands in one box so
 /// that each node costs a single allocation and stays close in memory.
@@ -66,6 +67,8 @@ impl Func {
 #[derive(Debug, Clone)]
 pub(crate) struct Path {
     pub root: Box<str>,
+    /// `root`'s slot in an event's fields, resolved once here.
+    pub slot: Option<Slot>,
     pub segs: Box<[Seg]>,
     /// The path as written, for `NoSuchField` messages.
     pub text: Box<str>,
@@ -88,6 +91,7 @@ impl Path {
         segs.push(seg);
         Path {
             root: self.root.clone(),
+            slot: self.slot,
             segs: segs.into_boxed_slice(),
             text: text.into_boxed_str(),
         }
@@ -241,6 +245,7 @@ impl Compiler {
         Compiled {
             node: Node::Field(Path {
                 root: name.into(),
+                slot: Slot::of(name),
                 segs: Box::new([]),
                 text: name.into(),
             }),
@@ -533,6 +538,7 @@ fn has_path(ast: &Ast) -> Option<Path> {
     match &ast.kind {
         AstKind::Ident(name) => Some(Path {
             root: name.as_str().into(),
+            slot: Slot::of(name),
             segs: Box::new([]),
             text: name.as_str().into(),
         }),

@@ -11,11 +11,12 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value as Json};
 
-use super::EvalError;
 use super::compile::{Func, Node, Path, Seg};
 use super::value::{self, Value};
 
-type Event = Map<String, Json>;
+use super::{EvalError, Record};
+
+type Event<'a> = dyn Record + 'a;
 
 /// An operand: a reference to a program constant or a computed value. A
 /// `&Value<'static>` is usable as a `&Value<'e>` (the type is covariant),
@@ -38,7 +39,7 @@ impl<'e> Held<'_, 'e> {
 /// rather than through a recursive `eval` call, which measurably matters
 /// on the hot path.
 #[inline]
-fn held<'s, 'e>(node: &'s Node, ev: &'e Event) -> Result<Held<'s, 'e>, EvalError> {
+fn held<'s, 'e>(node: &'s Node, ev: &'e Event<'_>) -> Result<Held<'s, 'e>, EvalError> {
     match node {
         Node::Const(v) => Ok(Held::Ref(v)),
         Node::Field(path) => Value::from_json(lookup(path, ev)?).map(Held::Own),
@@ -70,8 +71,8 @@ fn index_error(index: i64, len: usize) -> EvalError {
 /// Navigates a path in the event. Missing keys (and navigating through a
 /// JSON `null`) are `NoSuchField`; selecting into a scalar is a type error.
 #[inline]
-pub(crate) fn lookup<'e>(path: &Path, ev: &'e Event) -> Result<&'e Json, EvalError> {
-    match ev.get(&*path.root) {
+pub(crate) fn lookup<'e>(path: &Path, ev: &'e Event<'_>) -> Result<&'e Json, EvalError> {
+    match ev.field(&path.root, path.slot) {
         Some(root) if path.segs.is_empty() => Ok(root),
         Some(root) => lookup_nested(path, root),
         None => Err(no_such_field(path)),
@@ -109,8 +110,8 @@ fn lookup_nested<'e>(path: &Path, mut cur: &'e Json) -> Result<&'e Json, EvalErr
 /// `has(path)`: presence of the last key. A missing or null intermediate
 /// object means "not present" rather than an error, which is what rules
 /// about optional nested objects want.
-fn has(path: &Path, ev: &Event) -> Result<bool, EvalError> {
-    let Some(mut cur) = ev.get(&*path.root) else {
+fn has(path: &Path, ev: &Event<'_>) -> Result<bool, EvalError> {
+    let Some(mut cur) = ev.field(&path.root, path.slot) else {
         return Ok(false);
     };
     for seg in &path.segs {
@@ -141,7 +142,7 @@ fn not_bool(v: &Value<'_>) -> EvalError {
 }
 
 /// Evaluates a node that must produce a bool.
-pub(crate) fn truth(node: &Node, ev: &Event) -> Result<bool, EvalError> {
+pub(crate) fn truth(node: &Node, ev: &Event<'_>) -> Result<bool, EvalError> {
     match node {
         Node::Const(Value::Bool(b)) => Ok(*b),
         Node::Cmp(op, pair) => {
@@ -196,7 +197,7 @@ pub(crate) fn truth(node: &Node, ev: &Event) -> Result<bool, EvalError> {
 }
 
 /// Evaluates a node to a value.
-pub(crate) fn eval<'e>(node: &Node, ev: &'e Event) -> Result<Value<'e>, EvalError> {
+pub(crate) fn eval<'e>(node: &Node, ev: &'e Event<'_>) -> Result<Value<'e>, EvalError> {
     match node {
         Node::Field(path) => Value::from_json(lookup(path, ev)?),
         Node::Const(v) => Ok(v.clone()),
@@ -246,7 +247,7 @@ pub(crate) fn eval<'e>(node: &Node, ev: &'e Event) -> Result<Value<'e>, EvalErro
     }
 }
 
-fn eval_in(l: &Node, r: &Node, ev: &Event) -> Result<bool, EvalError> {
+fn eval_in(l: &Node, r: &Node, ev: &Event<'_>) -> Result<bool, EvalError> {
     let needle = held(l, ev)?;
     let needle = needle.get();
     match r {
@@ -328,7 +329,7 @@ fn count(n: usize) -> Result<Value<'static>, EvalError> {
         .map_err(|_| EvalError::Overflow)
 }
 
-fn call<'e>(func: Func, args: &[Node], ev: &'e Event) -> Result<Value<'e>, EvalError> {
+fn call<'e>(func: Func, args: &[Node], ev: &'e Event<'_>) -> Result<Value<'e>, EvalError> {
     let [first, ..] = args else {
         return Err(EvalError::Type(format!(
             "{}() needs an argument",
@@ -408,7 +409,7 @@ pub(crate) fn double_to_int(d: f64) -> Result<i64, EvalError> {
 
 /// `min`/`max` over the arguments, or over a single list argument. Returns
 /// the winning value as is (an int stays an int); ties keep the first.
-fn extremum<'e>(func: Func, args: &[Node], ev: &'e Event) -> Result<Value<'e>, EvalError> {
+fn extremum<'e>(func: Func, args: &[Node], ev: &'e Event<'_>) -> Result<Value<'e>, EvalError> {
     let values: Vec<Value<'e>> = if let [only] = args {
         match eval(only, ev)? {
             Value::List(items) => items,

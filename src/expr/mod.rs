@@ -47,12 +47,35 @@ mod tests;
 
 use std::borrow::Cow;
 
-use serde_json::Map;
+use serde_json::{Map, Value as Json};
 
+use crate::event::{Fields, Slot};
 use compile::{Compiler, Node};
 use value::Kinds;
 
 pub use value::Value;
+
+/// What expressions read fields from: an event's [`Fields`] (the hot
+/// path: a declared field is an array slot) or any JSON object (tests,
+/// constant folding).
+pub trait Record {
+    /// The top-level field `name`, whose [`Slot::of`] is `slot` (resolved
+    /// when the expression was compiled).
+    fn field(&self, name: &str, slot: Option<Slot>) -> Option<&Json>;
+}
+
+impl Record for Fields {
+    #[inline]
+    fn field(&self, name: &str, slot: Option<Slot>) -> Option<&Json> {
+        Fields::field(self, name, slot)
+    }
+}
+
+impl Record for Map<String, Json> {
+    fn field(&self, name: &str, _: Option<Slot>) -> Option<&Json> {
+        self.get(name)
+    }
+}
 
 /// Longest accepted source, in bytes; rules are short and this keeps
 /// compile time and memory bounded for hostile input.
@@ -201,22 +224,19 @@ impl Program {
 
     /// Evaluates to a value. Strings read from the event are borrowed; a
     /// string constant that is itself the result is copied.
-    pub fn eval<'e>(
-        &self,
-        event: &'e Map<String, serde_json::Value>,
-    ) -> Result<Value<'e>, EvalError> {
+    pub fn eval<'e>(&self, event: &'e dyn Record) -> Result<Value<'e>, EvalError> {
         eval::eval(&self.root, event)
     }
 
     /// Evaluates a predicate.
-    pub fn eval_bool(&self, event: &Map<String, serde_json::Value>) -> Result<bool, EvalError> {
+    pub fn eval_bool(&self, event: &dyn Record) -> Result<bool, EvalError> {
         eval::truth(&self.root, event)
     }
 
     /// Number result as f64. An int result whose magnitude exceeds 2^53 is
     /// an error (it would not be exact as a Redis score); doubles are
     /// always finite.
-    pub fn eval_number(&self, event: &Map<String, serde_json::Value>) -> Result<f64, EvalError> {
+    pub fn eval_number(&self, event: &dyn Record) -> Result<f64, EvalError> {
         match self.eval(event)? {
             Value::Int(i) if i.unsigned_abs() > MAX_EXACT_INT => Err(EvalError::Inexact(i)),
             // Exact: |i| <= 2^53.
@@ -232,10 +252,7 @@ impl Program {
 
     /// String result; an int result is converted to its decimal string
     /// (ids may be integers). Other kinds are errors.
-    pub fn eval_string<'e>(
-        &self,
-        event: &'e Map<String, serde_json::Value>,
-    ) -> Result<Cow<'e, str>, EvalError> {
+    pub fn eval_string<'e>(&self, event: &'e dyn Record) -> Result<Cow<'e, str>, EvalError> {
         match self.eval(event)? {
             Value::Str(s) => Ok(s),
             Value::Int(i) => Ok(Cow::Owned(i.to_string())),
