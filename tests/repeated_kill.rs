@@ -11,7 +11,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::reference::{Boards, now_ms, wait_boards, wait_boards_or_show};
+use common::reference::{Boards, now_ms, wait_boards_or_show};
 use common::*;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -171,7 +171,17 @@ async fn three_instances_killed_in_turn_while_events_flow_leave_every_board_exac
         total as f64 / produced_in.as_secs_f64(),
         (KILL_EVERY * KILLS as u32).as_secs_f64()
     );
-    let verified = wait_boards(&redis, &setup, &expect, Duration::from_secs(120)).await;
+    // On failure, what the last three instances logged about partitions
+    // and problems: the one that should own a stalled partition says why.
+    let verified = wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(120), || {
+        fleet
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("--- instance {i} ---\n{}", notable_lines(&p.log())))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+    .await;
     assert_eq!(verified.messages, total as i64, "every event is in the log");
     let mut per_board: BTreeMap<&str, usize> = BTreeMap::new();
     for name in expect.keys() {
@@ -184,6 +194,30 @@ async fn three_instances_killed_in_turn_while_events_flow_leave_every_board_exac
         verified.quiet.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The lines of a rankflow log about partitions, warnings and errors (at
+/// most the last 300).
+fn notable_lines(log: &str) -> String {
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            [
+                "warn",
+                "error",
+                "partition",
+                "assign",
+                "revok",
+                "paus",
+                "resum",
+                "fence",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        })
+        .collect();
+    lines[lines.len().saturating_sub(300)..].join("\n")
 }
 
 /// A consumer killed after Redis took a partition's last batch but before
