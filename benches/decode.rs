@@ -61,7 +61,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let events = payloads(kind)?;
         for p in &events {
             let (t, g) = (decoder.decode(p)?, decoder.decode_generic(p)?);
-            if (t.kind, &t.event_id, t.ts, &t.fields) != (g.kind, &g.event_id, g.ts, &g.fields) {
+            if (t.kind, t.event_id(), t.ts, &t.fields) != (g.kind, g.event_id(), g.ts, &g.fields) {
                 return Err(format!("decodes differ on {}", String::from_utf8_lossy(p)).into());
             }
         }

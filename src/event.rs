@@ -125,12 +125,22 @@ impl EventType {
 #[derive(Debug, Clone)]
 pub struct Event {
     pub kind: EventType,
-    /// Producer's id (tracing, dead letters).
-    pub event_id: String,
     /// Event time, ms since the Unix epoch.
     pub ts: i64,
     /// The whole object (ids normalized to strings), read by rules.
     pub fields: Fields,
+}
+
+impl Event {
+    /// The producer's id of the event (checked present, 1-128 bytes, by
+    /// the decode; kept in the fields rather than copied out, since the
+    /// hot path never reads it).
+    pub fn event_id(&self) -> &str {
+        match self.fields.field("event_id", Some(Slot::EVENT_ID)) {
+            Some(serde_json::Value::String(s)) => s,
+            _ => "",
+        }
+    }
 }
 
 /// Why a message is not a valid event.
@@ -434,7 +444,7 @@ mod tests {
                     Ok(e) => {
                         // Whatever passes is a well-formed event.
                         prop_assert!(e.ts >= 946_684_800_000);
-                        prop_assert!(!e.event_id.is_empty() && e.event_id.len() <= MAX_ID_BYTES);
+                        prop_assert!(!e.event_id().is_empty() && e.event_id().len() <= MAX_ID_BYTES);
                     }
                     Err(e) => prop_assert!(REASONS.contains(&e.reason().code())),
                 }

@@ -53,7 +53,7 @@ fn assert_equivalent(d: &Decoder, schemas: &[jsonschema::Validator], payload: &[
     match (&typed, &generic) {
         (Ok(t), Ok(g)) => {
             assert_eq!(t.kind, g.kind, "{show}");
-            assert_eq!(t.event_id, g.event_id, "{show}");
+            assert_eq!(t.event_id(), g.event_id(), "{show}");
             assert_eq!(t.ts, g.ts, "{show}");
             assert_eq!(t.fields, g.fields, "{show}");
             // And the schema itself accepts what the typed decode did.

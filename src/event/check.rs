@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::fields::Fields;
+use super::fields::{Fields, Slot};
 use super::typed::{Key, Object, Raw};
 use super::{DecodeError, Event, EventType, check_id_bytes, shorten};
 
@@ -107,7 +107,6 @@ const EXACT_F64: f64 = 9_007_199_254_740_992.0;
 pub(super) fn event(mut object: Object<'_>) -> Result<Event, DecodeError> {
     let kind = kind_of(&object)?;
     let mut fields = Fields::with_extra(std::mem::take(&mut object.extra));
-    let mut event_id = None;
     let mut ts = None;
     for f in fields_of(kind) {
         let Some(raw) = object.take(f.key) else {
@@ -126,11 +125,6 @@ pub(super) fn event(mut object: Object<'_>) -> Result<Event, DecodeError> {
                 ts = i64::try_from(t).ok();
                 Value::Number(t.into())
             }
-            (Key::EventId, Raw::Str(s)) => {
-                let s = s.into_owned();
-                event_id = Some(s.clone());
-                Value::String(s)
-            }
             (_, raw) => normalized(f, raw)?,
         };
         fields.set(f.key, value);
@@ -143,15 +137,12 @@ pub(super) fn event(mut object: Object<'_>) -> Result<Event, DecodeError> {
     }
     // Both were checked above; these only repeat the generic decode's own
     // checks after the schema (an integral float `ts` passes the schema).
-    let event_id = event_id.ok_or_else(|| DecodeError::Schema("/event_id: not a string".into()))?;
-    check_id_bytes("event_id", &event_id)?;
+    match fields.field("event_id", Some(Slot::EVENT_ID)) {
+        Some(Value::String(id)) => check_id_bytes("event_id", id)?,
+        _ => return Err(DecodeError::Schema("/event_id: not a string".into())),
+    }
     let ts = ts.ok_or_else(|| DecodeError::Schema("/ts: not an integer".into()))?;
-    Ok(Event {
-        kind,
-        event_id,
-        ts,
-        fields,
-    })
+    Ok(Event { kind, ts, fields })
 }
 
 /// The event type, from `"type"` (each schema's `const`).

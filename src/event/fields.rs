@@ -17,6 +17,8 @@ use super::typed::Key;
 pub struct Slot(u8);
 
 impl Slot {
+    pub(super) const EVENT_ID: Slot = Slot(Key::EventId as u8);
+
     /// The slot of `name`, or `None` when no schema declares it (it then
     /// lives in the map of other fields).
     pub fn of(name: &str) -> Option<Slot> {

@@ -64,18 +64,16 @@ impl Validators {
         };
         fields = taken;
         normalize(kind, &mut fields)?;
-        let event_id = match fields.get("event_id") {
-            Some(Value::String(s)) => s.clone(),
+        match fields.get("event_id") {
+            Some(Value::String(s)) => check_id_bytes("event_id", s)?,
             _ => return Err(DecodeError::Schema("/event_id: not a string".into())),
-        };
-        check_id_bytes("event_id", &event_id)?;
+        }
         let ts = fields
             .get("ts")
             .and_then(Value::as_i64)
             .ok_or_else(|| DecodeError::Schema("/ts: not an integer".into()))?;
         Ok(Event {
             kind,
-            event_id,
             ts,
             fields: fields.into(),
         })
