@@ -24,6 +24,20 @@ pub struct Intake {
     max_event_bytes: usize,
     /// Dead letters go to a topic, so they keep their payloads.
     keep_payloads: bool,
+    /// The rules' output buffer, kept empty between messages so that an
+    /// event's updates need no allocation of their own.
+    updates: Vec<rules::Update<'static>>,
+}
+
+/// An empty vector of updates borrowing for another lifetime, in the
+/// allocation of `v` (the standard library collects a `filter_map` of a
+/// vector's own `into_iter` in place when the element layouts match, as
+/// they do here: only the lifetime differs).
+// `filter` cannot change the element type (its lifetime), `filter_map` can.
+#[allow(clippy::unnecessary_filter_map)]
+fn recycle<'b>(mut v: Vec<rules::Update<'_>>) -> Vec<rules::Update<'b>> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
 }
 
 /// Why a message is rejected, and what is known of it.
@@ -48,6 +62,7 @@ impl Intake {
             topics: Vec::new(),
             max_event_bytes,
             keep_payloads,
+            updates: Vec::new(),
         }
     }
 
@@ -86,8 +101,9 @@ impl Intake {
             let why = reject(Some(event.kind), DlqReason::FutureTs, detail);
             return self.reject(batch, &topic, msg, why);
         }
-        let mut updates = Vec::new();
+        let mut updates = recycle(std::mem::take(&mut self.updates));
         if let Err(e) = rules::evaluate(&self.boards, &event, &mut updates) {
+            self.updates = recycle(updates);
             let why = reject(Some(event.kind), e.reason(), e.to_string());
             return self.reject(batch, &topic, msg, why);
         }
@@ -98,6 +114,7 @@ impl Intake {
             kind: event.kind,
         };
         batch.add_event(&self.boards, &mut self.resolver, taken, &updates, now);
+        self.updates = recycle(updates);
     }
 
     fn reject<M: Message>(&self, batch: &mut Batch, topic: &Arc<str>, msg: &M, why: Rejection) {
@@ -120,5 +137,31 @@ impl Intake {
             reason: why.reason,
             detail: why.detail,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    use super::*;
+
+    #[test]
+    fn recycling_the_update_buffer_keeps_its_allocation() {
+        let mut v: Vec<rules::Update<'static>> = Vec::with_capacity(8);
+        let ptr = v.as_ptr() as usize;
+        let text = String::from("m");
+        let mut borrowed = recycle(std::mem::take(&mut v));
+        borrowed.push(rules::Update {
+            board: 0,
+            scope: None,
+            member: Cow::Borrowed(&text),
+            value: 1.0,
+            fields: None,
+        });
+        let back: Vec<rules::Update<'static>> = recycle(borrowed);
+        assert!(back.is_empty());
+        assert_eq!(back.capacity(), 8);
+        assert_eq!(back.as_ptr() as usize, ptr, "the same allocation");
     }
 }

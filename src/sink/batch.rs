@@ -100,6 +100,9 @@ pub struct Instance {
 /// in a way that matters (a collision only costs time within one batch).
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// No instance yet (in [`Batch`]'s `unscoped`).
+const NO_INSTANCE: u32 = u32::MAX;
+
 /// Counts per (partition index, event type, outcome) for
 /// `rankflow_events_total`: filtered, invalid and late-on-arrival events
 /// (applied ones are settled after the flush, from [`Batch::applied`]).
@@ -150,6 +153,9 @@ pub struct Batch {
     member_index: FastMap<Arc<str>, u32>,
     /// Per board: scope value ("" when unscoped; scopes are never empty) → instance.
     instance_index: Vec<FastMap<Box<str>, u32>>,
+    /// Per board: its unscoped instance, found without hashing ("" in
+    /// `instance_index` too); [`NO_INSTANCE`] when the batch has none yet.
+    unscoped: Vec<u32>,
     pub outcomes: OutcomeCounts,
     /// Events with at least one update, in arrival order.
     pub applied: Vec<AppliedEvent>,
@@ -244,10 +250,23 @@ impl Batch {
             return Outcome::Filtered;
         }
         let mut any = false;
+        // Boards reading the same field name the same member: such updates
+        // share its text (borrowed from the event), and then its index.
+        let mut last: Option<(*const u8, usize, u32)> = None;
         for u in updates {
             let board = &boards.boards[u.board];
             let inst = self.instance(boards, u.board, u.scope.as_deref());
-            let member = self.intern(&u.member);
+            let text: &str = &u.member;
+            let member = match last {
+                // The same bytes: every update of the slice is alive, so
+                // two different texts cannot share an address.
+                Some((ptr, len, i)) if ptr == text.as_ptr() && len == text.len() => i,
+                _ => {
+                    let i = self.intern(text);
+                    last = Some((text.as_ptr(), text.len(), i));
+                    i
+                }
+            };
             for view in 0..board.views.len() {
                 let r = resolver.resolve(boards, u.board, view, ts, now);
                 if r.late {
@@ -312,6 +331,12 @@ impl Batch {
     }
 
     fn instance(&mut self, boards: &BoardSet, board: usize, scope: Option<&str>) -> u32 {
+        if scope.is_none()
+            && let Some(&i) = self.unscoped.get(board)
+            && i != NO_INSTANCE
+        {
+            return i;
+        }
         if self.instance_index.len() <= board {
             self.instance_index.resize_with(board + 1, FastMap::default);
         }
@@ -327,6 +352,12 @@ impl Batch {
             updates: Vec::new(),
         });
         by_scope.insert(scope.unwrap_or("").into(), i);
+        if scope.is_none() {
+            if self.unscoped.len() <= board {
+                self.unscoped.resize(board + 1, NO_INSTANCE);
+            }
+            self.unscoped[board] = i;
+        }
         i
     }
 
