@@ -19,7 +19,7 @@ mod typed;
 pub use fields::{Fields, Slot};
 pub use generic::SchemaBuildError;
 use generic::Validators;
-use typed::Top;
+use typed::{Object, Top};
 
 use crate::telemetry::DlqReason;
 
@@ -202,8 +202,9 @@ impl Decoder {
     /// [`decode_generic`](Decoder::decode_generic) accepts.
     pub fn decode(&self, payload: &[u8]) -> Result<Event, DecodeError> {
         let text = self.text(payload)?;
-        match typed::parse(text)? {
-            Top::Object(object) => check::event(object),
+        let mut object = Object::default();
+        match typed::parse(text, &mut object)? {
+            Top::Object => check::event(&mut object),
             Top::NotObject => Err(DecodeError::NotObject),
             Top::RawValueToken => self.validators.decode(text),
         }

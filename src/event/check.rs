@@ -104,8 +104,8 @@ const EXACT_F64: f64 = 9_007_199_254_740_992.0;
 
 /// Validates a parsed object against its type's schema and builds the
 /// same [`Event`] the generic decode would.
-pub(super) fn event(mut object: Object<'_>) -> Result<Event, DecodeError> {
-    let kind = kind_of(&object)?;
+pub(super) fn event(object: &mut Object<'_>) -> Result<Event, DecodeError> {
+    let kind = kind_of(object)?;
     let mut fields = Fields::with_extra(std::mem::take(&mut object.extra));
     let mut ts = None;
     for f in fields_of(kind) {
