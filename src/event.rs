@@ -5,7 +5,9 @@
 //! typed one every message takes ([`typed`] parses, [`check`] applies the
 //! schemas as field rules) and the generic one ([`generic`]: a
 //! `serde_json::Value` checked by the compiled schemas), kept as the
-//! reference and the benchmark's baseline.
+//! reference and the benchmark's baseline. Both give the event's fields as
+//! [`Fields`] ([`fields`]): declared fields in slots that rule expressions
+//! resolve when they compile, any other field by name.
 //!
 //! Decoding never panics. Every rejection is a [`DecodeError`] whose
 //! [`reason`](DecodeError::reason) is the stable code that goes into metrics
