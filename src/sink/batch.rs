@@ -252,21 +252,11 @@ impl Batch {
         let mut any = false;
         // Boards reading the same field name the same member: such updates
         // share its text (borrowed from the event), and then its index.
-        let mut last: Option<(*const u8, usize, u32)> = None;
+        let mut last = None;
         for u in updates {
             let board = &boards.boards[u.board];
             let inst = self.instance(boards, u.board, u.scope.as_deref());
-            let text: &str = &u.member;
-            let member = match last {
-                // The same bytes: every update of the slice is alive, so
-                // two different texts cannot share an address.
-                Some((ptr, len, i)) if ptr == text.as_ptr() && len == text.len() => i,
-                _ => {
-                    let i = self.intern(text);
-                    last = Some((text.as_ptr(), text.len(), i));
-                    i
-                }
-            };
+            let member = self.intern_shared(&u.member, &mut last);
             for view in 0..board.views.len() {
                 let r = resolver.resolve(boards, u.board, view, ts, now);
                 if r.late {
@@ -315,6 +305,21 @@ impl Batch {
             Outcome::Applied
         } else {
             Outcome::Late
+        }
+    }
+
+    /// [`Batch::intern`], but `last` (the previous text's address,
+    /// length and index among one event's updates) answers at once for the
+    /// same text: every update of the slice is alive, so two different
+    /// texts cannot share an address.
+    fn intern_shared(&mut self, text: &str, last: &mut Option<(*const u8, usize, u32)>) -> u32 {
+        match *last {
+            Some((ptr, len, i)) if ptr == text.as_ptr() && len == text.len() => i,
+            _ => {
+                let i = self.intern(text);
+                *last = Some((text.as_ptr(), text.len(), i));
+                i
+            }
         }
     }
 
