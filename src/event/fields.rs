@@ -139,6 +139,83 @@ mod tests {
         assert_eq!(fields.to_map(), map);
     }
 
+    /// Rule expressions read the same through slots as through a plain
+    /// JSON object (the reference: a map lookup by name), for objects
+    /// mixing declared and other names, nesting, nulls and wrong types.
+    mod same_as_a_map {
+        use proptest::prelude::*;
+        use serde_json::{Map, Value, json};
+
+        use super::super::Fields;
+        use crate::expr::{Expect, Program};
+
+        const EXPRESSIONS: [&str; 12] = [
+            "receiver_id",
+            "count * value",
+            "has(note)",
+            "has(sender_id)",
+            "has(extra.a)",
+            "gift_id == 'rose' && count > 2",
+            "note",
+            "extra.a[1]",
+            "size(receiver_id)",
+            "'x' in tags",
+            "cleared ? points : revives",
+            "string(ts) + user_id",
+        ];
+
+        fn names() -> impl Strategy<Value = &'static str> {
+            prop::sample::select(vec![
+                "receiver_id",
+                "sender_id",
+                "gift_id",
+                "count",
+                "value",
+                "ts",
+                "user_id",
+                "points",
+                "revives",
+                "cleared",
+                "note",
+                "extra",
+                "tags",
+                "type",
+            ])
+        }
+
+        fn values() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                (-5i64..5).prop_map(Value::from),
+                (0.0f64..4.0).prop_map(Value::from),
+                prop::sample::select(vec!["rose", "x", "", "r1"]).prop_map(Value::from),
+                Just(json!(["x", "y"])),
+                Just(json!({"a": [1, 2]})),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() })]
+            #[test]
+            fn every_expression_gives_the_same_answer(
+                entries in prop::collection::vec((names(), values()), 0..10)
+            ) {
+                let map: Map<String, Value> =
+                    entries.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+                let fields = Fields::from(map.clone());
+                for text in EXPRESSIONS {
+                    let program = Program::compile(text, Expect::Any).map_err(|e| {
+                        TestCaseError::fail(format!("{text}: {e:?}"))
+                    })?;
+                    let by_map = format!("{:?}", program.eval(&map));
+                    let by_slots = format!("{:?}", program.eval(&fields));
+                    prop_assert_eq!(by_map, by_slots, "{} on {:?}", text, map);
+                }
+            }
+        }
+    }
+
     #[test]
     fn declared_names_have_slots_and_others_do_not() {
         for key in Key::ALL {
