@@ -362,7 +362,7 @@ fn default_response_timeout() -> Millis {
     Millis::from_const(10_000)
 }
 fn default_max_events() -> NonZeroUsize {
-    NonZeroUsize::MIN.saturating_add(20_000 - 1)
+    NonZeroUsize::MIN.saturating_add(100_000 - 1)
 }
 fn default_max_delay() -> Millis {
     Millis::from_const(50)
@@ -470,7 +470,7 @@ mod tests {
         let c = load(MINIMAL, &[]).unwrap();
         assert_eq!(c.timezone.0, chrono_tz::Tz::UTC);
         assert_eq!(c.max_future_skew.ms(), 300_000);
-        assert_eq!(c.batch.max_events.get(), 20_000);
+        assert_eq!(c.batch.max_events.get(), 100_000);
         assert_eq!(c.batch.max_delay_ms.get(), 50);
         assert_eq!(c.redis.response_timeout_ms.get(), 10_000);
         assert_eq!(c.kafka.max_event_bytes.get(), 65_536);

@@ -488,10 +488,28 @@ async fn shutdown_drains_the_batches_in_hand_in_order_then_commits() {
     panic!("no commit: {:?}", source.calls());
 }
 
+#[test]
+fn the_backlog_holds_one_batch_beyond_those_in_flight_and_never_fewer_than_10000_messages() {
+    // (max_events, messages held before taking stops), by hand.
+    for (max_events, limit) in [
+        (1, 10_000),
+        (5000, 10_000),
+        (10_000, 10_000),
+        (20_000, 20_000),
+        (100_000, 100_000),
+    ] {
+        assert_eq!(
+            super::backlog_limit(max_events),
+            limit,
+            "max_events {max_events}"
+        );
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_backlog_that_stays_full_pauses_fetching_after_a_second_and_resumes_below_half() {
-    // backlog_limit(5000) is 10 000 messages: two batches beyond the two
-    // in flight.
+    // backlog_limit(5000) is 10 000 messages (the floor): two batches
+    // beyond the two in flight.
     let h = Harness::start(5000, 60_000).await;
     for chunk in 0..20 {
         h.send((0..1000).map(|i| (0, chunk * 1000 + i)).collect())

@@ -39,6 +39,7 @@ pub const STREAM_EVENTS: &str = "rankflow_stream_events_total";
 
 pub const BATCH_EVENTS_BUCKETS: &[f64] = &[
     1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 20000.0, 50000.0,
+    100000.0, 250000.0,
 ];
 pub const FLUSH_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
