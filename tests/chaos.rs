@@ -399,3 +399,47 @@ async fn a_redis_that_lost_its_last_writes_is_refilled_from_kafka() {
     );
     println!("verified: the lost messages were read again from Kafka; every board exact");
 }
+
+/// `redis.response_timeout_ms` bounds one round trip, not a whole batch:
+/// ten round trips' worth of commands taking 5 ms of Redis each (1.6 s in
+/// all) against a 1 s timeout are all answered, in order. Sent as one
+/// pipeline, as before, the client gave up on the whole after 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_longer_than_the_response_timeout_is_answered_in_round_trips() {
+    use rankflow::sink::store::{CALLS_PER_ROUND_TRIP, Store};
+    let redis = Redis::start();
+    let toml = format!(
+        "{MIXED_BOARDS}\n[kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\n[redis]\nurl = \"{}\"\nresponse_timeout_ms = 1000\n",
+        redis.url()
+    );
+    let cfg =
+        rankflow::config::Config::from_toml(&toml, std::path::Path::new("t.toml"), Vec::new())
+            .expect("config");
+    let store = Store::connect(&cfg.redis).await.expect("redis");
+    // 5 ms of Redis per command: a script that spins on TIME.
+    let spin = "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] \
+                repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - t0 >= 5000 \
+                return tonumber(ARGV[1])";
+    let n = 10 * CALLS_PER_ROUND_TRIP;
+    let cmds: Vec<redis::Cmd> = (0..n)
+        .map(|i| {
+            let mut c = redis::cmd("EVAL");
+            c.arg(spin).arg(0).arg(i);
+            c
+        })
+        .collect();
+    let started = Instant::now();
+    let replies = store
+        .pipeline(&cmds, store.epoch())
+        .await
+        .expect("every round trip answered within the timeout");
+    let took = started.elapsed();
+    assert!(
+        took > Duration::from_millis(1000),
+        "the commands together outlast the timeout ({took:?}), or the test proves nothing"
+    );
+    let got: Vec<redis::Value> = replies;
+    let want: Vec<redis::Value> = (0..n as i64).map(redis::Value::Int).collect();
+    assert_eq!(got, want, "every reply, in order");
+    println!("verified: {n} commands in {took:?} against a 1 s response timeout, replies in order");
+}
