@@ -1,6 +1,6 @@
 //! The Redis side of the pipeline: a [`batch::Batch`] becomes calls of the
 //! apply script, each carrying board instances of one slot ([`call`]), all
-//! sent in one pipelined round trip ([`store`]), after the archived periods
+//! pipelined, 32 per round trip ([`store`]), after the archived periods
 //! it touches are registered as due ([`due`]; a round trip of its own only
 //! when a batch brings a period this consumer has not registered recently).
 //! Fence conflicts (another consumer applied part of a partition's range)
@@ -81,7 +81,6 @@ impl FlushReport {
     }
 }
 
-/// Applies a batch: one pipelined round trip (more only on fence conflicts).
 /// Encodes a batch's calls ahead of sending them (CPU work that can run
 /// while the previous batch is still in Redis).
 pub fn prepare(
@@ -103,8 +102,8 @@ pub fn prepare(
     }
 }
 
-/// Applies a batch whose calls were [`prepare`]d: one pipelined round trip
-/// (more only on fence conflicts).
+/// Applies a batch whose calls were [`prepare`]d: pipelined round trips of
+/// 32 calls (more only on fence conflicts).
 pub async fn apply_batch(
     store: &Store,
     boards: &BoardSet,
