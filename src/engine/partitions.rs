@@ -1,8 +1,20 @@
 //! Which partitions this consumer holds and in what state: assigned,
 //! waiting for their resume position from Redis (kept paused until it is
-//! known), paused for backpressure, and the generation that tells a
-//! position lookup's answer from a stale one. Pure bookkeeping: the loop
-//! makes the consumer calls.
+//! known), positioned but waiting for librdkafka to start their fetcher,
+//! paused for backpressure, and the generation that tells a position
+//! lookup's answer from a stale one. Pure bookkeeping: the loop makes the
+//! consumer calls.
+//!
+//! Why wait for the fetcher: librdkafka starts a newly assigned
+//! partition's fetcher with a versioned op once the committed offsets are
+//! known, and an application op on the partition (pause, resume, seek) that
+//! takes a newer version and is served first makes the start op "outdated":
+//! it is dropped, and the partition is never fetched, with no error
+//! (librdkafka #2190, #5591). A position lookup in Redis takes about as long
+//! as the committed-offset fetch, so a seek or resume sent as soon as the
+//! position is known could land in that window: one partition in about 35
+//! benchmark runs never delivered a message. A partition is sought and
+//! resumed only once librdkafka reports its fetcher started.
 
 use std::collections::{HashMap, HashSet};
 
@@ -20,6 +32,12 @@ pub struct Partitions {
     /// Assigned partitions kept paused until their resume position is known,
     /// with the fallback their lookup uses when Redis has no position.
     awaiting: HashMap<TopicPartition, Option<Offset>>,
+    /// Positioned partitions kept paused until their fetcher has started,
+    /// with the position to seek to.
+    held: HashMap<TopicPartition, Option<Offset>>,
+    /// Assigned partitions whose fetcher librdkafka reported started since
+    /// they were assigned.
+    started: HashSet<TopicPartition>,
     /// Fetching is paused for backpressure.
     paused: bool,
     /// Bumped per assignment (and rewind), so late lookups are ignored.
@@ -36,6 +54,9 @@ impl Partitions {
         self.assigned.extend(parts.iter().cloned());
         for p in parts {
             self.awaiting.entry(p.clone()).or_insert(None);
+            // A fresh assignment starts a fresh fetcher.
+            self.started.remove(p);
+            self.held.remove(p);
         }
         self.generation += 1;
         (self.generation, self.awaiting_lookup())
@@ -50,6 +71,8 @@ impl Partitions {
         for p in parts {
             self.assigned.remove(p);
             self.awaiting.remove(p);
+            self.held.remove(p);
+            self.started.remove(p);
         }
     }
 
@@ -60,28 +83,56 @@ impl Partitions {
         for p in &self.assigned {
             self.awaiting.insert(p.clone(), fallback);
         }
+        self.held.clear();
         self.generation += 1;
         (self.generation, self.awaiting_lookup())
     }
 
     /// A lookup's answer: the partitions of it that still await their
-    /// position (no longer awaiting from now on), or nothing when a newer
-    /// assignment or rewind asked again (its answer counts).
+    /// position and whose fetcher has started, to seek and resume now (no
+    /// longer awaiting from now on; the others are held until it starts),
+    /// or nothing when a newer assignment or rewind asked again (its answer
+    /// counts).
     pub fn resumed(&mut self, generation: u64, offsets: ResumeAt) -> ResumeAt {
         if generation != self.generation {
             return Vec::new();
         }
-        offsets
-            .into_iter()
-            .filter(|(p, _)| self.awaiting.remove(p).is_some())
-            .collect()
+        let mut ready = Vec::new();
+        for (p, at) in offsets {
+            if self.awaiting.remove(&p).is_none() {
+                continue;
+            }
+            if self.started.contains(&p) {
+                ready.push((p, at));
+            } else {
+                self.held.insert(p, at);
+            }
+        }
+        ready
     }
 
-    /// Partitions that fetch unless paused: assigned and positioned.
+    /// librdkafka reports the fetchers of `parts` started: the held ones
+    /// among them are ready to seek and resume.
+    pub fn fetchers_started(&mut self, parts: &[TopicPartition]) -> ResumeAt {
+        let mut ready = Vec::new();
+        for p in parts {
+            if !self.assigned.contains(p) {
+                continue;
+            }
+            self.started.insert(p.clone());
+            if let Some(at) = self.held.remove(p) {
+                ready.push((p.clone(), at));
+            }
+        }
+        ready
+    }
+
+    /// Partitions that fetch unless paused: assigned, positioned and with
+    /// their fetcher started.
     pub fn fetching(&self) -> Vec<TopicPartition> {
         self.assigned
             .iter()
-            .filter(|p| !self.awaiting.contains_key(*p))
+            .filter(|p| !self.awaiting.contains_key(*p) && !self.held.contains_key(*p))
             .cloned()
             .collect()
     }
@@ -125,6 +176,7 @@ mod tests {
             "the second lookup covers the partitions the stale first one was for"
         );
         assert!(parts.fetching().is_empty());
+        assert!(parts.fetchers_started(&[tp(0), tp(1), tp(2)]).is_empty());
         assert!(
             parts
                 .resumed(first, vec![(tp(0), Some(Offset::Offset(5)))])
@@ -142,6 +194,7 @@ mod tests {
     fn a_rewind_makes_every_assigned_partition_wait_and_a_revoke_forgets() {
         let mut parts = Partitions::default();
         let (g, _) = parts.assign(&[tp(0), tp(1)]);
+        parts.fetchers_started(&[tp(0), tp(1)]);
         parts.resumed(g, vec![(tp(0), None), (tp(1), None)]);
         parts.revoke(&[tp(1)]);
         let (g2, waiting) = parts.rewind(Some(Offset::Beginning));
@@ -158,5 +211,36 @@ mod tests {
             lookup,
             vec![(tp(0), Some(Offset::Beginning)), (tp(2), None)]
         );
+    }
+
+    #[test]
+    fn a_positioned_partition_waits_for_its_fetcher_to_start() {
+        let mut parts = Partitions::default();
+        let (g, _) = parts.assign(&[tp(0), tp(1)]);
+        // Partition 1's fetcher starts before its position is known, 0's after.
+        assert!(parts.fetchers_started(&[tp(1)]).is_empty());
+        let answer = vec![(tp(0), Some(Offset::Offset(7))), (tp(1), None)];
+        assert_eq!(parts.resumed(g, answer), vec![(tp(1), None)]);
+        assert_eq!(
+            parts.fetching(),
+            vec![tp(1)],
+            "a held partition stays paused"
+        );
+        assert_eq!(
+            parts.fetchers_started(&[tp(0), tp(1)]),
+            vec![(tp(0), Some(Offset::Offset(7)))],
+            "released once, with its position"
+        );
+        assert!(parts.fetchers_started(&[tp(0)]).is_empty());
+        let mut fetching = parts.fetching();
+        fetching.sort();
+        assert_eq!(fetching, vec![tp(0), tp(1)]);
+        // Reassigned, a partition waits for its new fetcher; revoked, its
+        // start reports no longer count.
+        let (g2, _) = parts.assign(&[tp(0)]);
+        assert_eq!(parts.resumed(g2, vec![(tp(0), None)]), Vec::new());
+        parts.revoke(&[tp(0)]);
+        assert!(parts.fetchers_started(&[tp(0)]).is_empty());
+        assert!(!parts.is_assigned(&tp(0)));
     }
 }

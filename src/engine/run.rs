@@ -194,6 +194,10 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
                 self.partitions.revoke(&parts);
                 self.queue.drop_partitions(&parts);
             }
+            RebalanceEvent::FetchersStarted(parts) => {
+                let ready = self.partitions.fetchers_started(&parts);
+                self.seek_and_resume(ready);
+            }
         }
     }
 
@@ -207,9 +211,19 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
         );
     }
 
-    /// Seeks the partitions that waited for their positions and lets them fetch.
+    /// A position lookup's answer: the partitions whose fetchers started
+    /// are sought and fetch; the others wait for their start.
     fn on_resume(&mut self, resume: Resume) {
         let ready = self.partitions.resumed(resume.generation, resume.offsets);
+        self.seek_and_resume(ready);
+    }
+
+    /// Seeks the partitions that waited for their positions (and for their
+    /// fetchers to start) and lets them fetch.
+    fn seek_and_resume(&mut self, ready: ResumeAt) {
+        if ready.is_empty() {
+            return;
+        }
         let mut fetch = Vec::with_capacity(ready.len());
         for (part, at) in ready {
             if let Some(at) = at {

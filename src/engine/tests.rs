@@ -287,6 +287,10 @@ impl Harness {
         h.rebalances
             .send(RebalanceEvent::Assigned(vec![tp(0), tp(1)]))
             .unwrap();
+        // As the statistics callback reports them (src/source/mod.rs).
+        h.rebalances
+            .send(RebalanceEvent::FetchersStarted(vec![tp(0), tp(1)]))
+            .unwrap();
         run_for(1).await;
         h
     }
@@ -582,6 +586,9 @@ async fn partitions_assigned_while_a_lookup_is_in_flight_all_resume() {
     h.rebalances
         .send(RebalanceEvent::Assigned(vec![tp(2)]))
         .unwrap();
+    h.rebalances
+        .send(RebalanceEvent::FetchersStarted(vec![tp(2)]))
+        .unwrap();
     run_for(2_000).await;
     let resumed: Vec<TopicPartition> = h
         .source
@@ -597,5 +604,40 @@ async fn partitions_assigned_while_a_lookup_is_in_flight_all_resume() {
         vec![tp(0), tp(1), tp(2)],
         "every assigned partition fetches once its position is known: {:?}",
         h.source.calls()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_positioned_partition_is_sought_and_resumed_only_once_its_fetcher_started() {
+    let sink = FakeSink::default();
+    sink.0.positions.lock().unwrap().insert(tp(2), 70);
+    let h = Harness::start_with(10, 100, sink).await;
+    let before = h.source.calls().len();
+    h.rebalances
+        .send(RebalanceEvent::Assigned(vec![tp(2)]))
+        .unwrap();
+    // The lookup answers at once, but librdkafka has not reported the
+    // fetcher started: a seek or resume now could make it drop the start.
+    run_for(2_000).await;
+    let touched = |calls: &[Call]| {
+        calls.iter().any(|c| match c {
+            Call::Seek(p, _) => *p == tp(2),
+            Call::Resume(parts) | Call::Pause(parts) => parts.contains(&tp(2)),
+            _ => false,
+        })
+    };
+    let calls = h.source.calls();
+    assert!(!touched(&calls[before..]), "{calls:?}");
+    h.rebalances
+        .send(RebalanceEvent::FetchersStarted(vec![tp(2)]))
+        .unwrap();
+    run_for(10).await;
+    assert_eq!(
+        h.source.calls()[before..].to_vec(),
+        vec![
+            Call::Seek(tp(2), Offset::Offset(70)),
+            Call::Store(vec![(Arc::from("t"), 2, 70)]),
+            Call::Resume(vec![tp(2)])
+        ]
     );
 }

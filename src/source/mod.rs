@@ -31,12 +31,24 @@ pub use client::{MANAGED_PROPERTIES, client_config};
 /// A partition: topic and number.
 pub type TopicPartition = (Arc<str>, i32);
 
-/// What the rebalance callbacks tell the consumer loop.
+/// What the rebalance and statistics callbacks tell the consumer loop.
 #[derive(Debug, Clone)]
 pub enum RebalanceEvent {
     Assigned(Vec<TopicPartition>),
     Revoked(Vec<TopicPartition>),
+    /// librdkafka started the fetchers of these assigned partitions (each
+    /// reported once per assignment), so the application may now seek and
+    /// resume them without racing the start (src/engine/partitions.rs).
+    FetchersStarted(Vec<TopicPartition>),
 }
+
+/// librdkafka's fetch states once a partition's fetcher has started.
+const STARTED_FETCH_STATES: &[&str] = &[
+    "offset-query",
+    "offset-wait",
+    "validate-epoch-wait",
+    "active",
+];
 
 /// Errors of the Kafka boundary.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +83,11 @@ pub struct Context {
     assigned: Mutex<HashSet<(String, i32)>>,
     /// Rate-limited logging of Kafka errors.
     pub reports: outage::KafkaReports,
+    /// Assigned partitions whose started fetcher was reported to the loop.
+    started: Mutex<HashSet<(String, i32)>>,
+    /// Whether statistics come (`statistics.interval.ms` > 0): they tell
+    /// when a fetcher started; without them the loop is told at once.
+    stats_enabled: bool,
 }
 
 impl Context {
@@ -80,6 +97,44 @@ impl Context {
             health,
             assigned: Mutex::new(HashSet::new()),
             reports: outage::KafkaReports::default(),
+            started: Mutex::new(HashSet::new()),
+            stats_enabled: true,
+        }
+    }
+}
+
+impl Context {
+    /// Tells the loop which assigned partitions' fetchers started since the
+    /// last report (statistics come in order with the rebalance callbacks,
+    /// so a report never speaks of an earlier assignment's fetcher).
+    fn report_started(&self, stats: &Statistics, assigned: &HashSet<(String, i32)>) {
+        let Ok(mut started) = self.started.lock() else {
+            return;
+        };
+        let mut new = Vec::new();
+        for (topic, t) in &stats.topics {
+            for (id, p) in &t.partitions {
+                let key = (topic.clone(), *id);
+                if assigned.contains(&key)
+                    && STARTED_FETCH_STATES.contains(&p.fetch_state.as_str())
+                    && !started.contains(&key)
+                {
+                    new.push((Arc::from(topic.as_str()), *id));
+                    started.insert(key);
+                }
+            }
+        }
+        if !new.is_empty() {
+            let _ = self.events.send(RebalanceEvent::FetchersStarted(new));
+        }
+    }
+
+    /// Partitions leave or (re)join the assignment: their fetchers are new.
+    fn forget_started(&self, parts: &[TopicPartition]) {
+        if let Ok(mut started) = self.started.lock() {
+            for (t, p) in parts {
+                started.remove(&(t.to_string(), *p));
+            }
         }
     }
 }
@@ -101,6 +156,7 @@ impl ClientContext for Context {
             self.health.kafka_ok();
             self.reports.reachable();
         }
+        self.report_started(&stats, &assigned);
         for (topic, t) in &stats.topics {
             for (id, p) in &t.partitions {
                 if *id < 0 || !assigned.contains(&(topic.clone(), *id)) {
@@ -172,6 +228,7 @@ impl ConsumerContext for Context {
             if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
                 tracing::debug!(error = %e, "Nothing to commit before revocation.");
             }
+            self.forget_started(&revoked);
             if let Ok(mut a) = self.assigned.lock() {
                 for (t, p) in &revoked {
                     a.remove(&(t.to_string(), *p));
@@ -208,7 +265,11 @@ impl ConsumerContext for Context {
                     partitions: &assigned,
                 }
                 .emit();
-                let _ = self.events.send(RebalanceEvent::Assigned(assigned));
+                self.forget_started(&assigned);
+                let _ = self.events.send(RebalanceEvent::Assigned(assigned.clone()));
+                if !self.stats_enabled {
+                    let _ = self.events.send(RebalanceEvent::FetchersStarted(assigned));
+                }
             }
             Rebalance::Error(e) => {
                 tracing::warn!(error = %e, "Rebalance failed; the group will retry.");
@@ -232,8 +293,13 @@ impl ConsumerContext for Context {
 pub type KafkaConsumer = StreamConsumer<Context>;
 
 /// Creates the consumer and subscribes to the configured topics.
-pub fn subscribe(config: &KafkaConfig, context: Context) -> Result<KafkaConsumer, SourceError> {
-    let consumer: KafkaConsumer = client_config(config)?
+pub fn subscribe(config: &KafkaConfig, mut context: Context) -> Result<KafkaConsumer, SourceError> {
+    let mut cc = client_config(config)?;
+    context.stats_enabled = cc
+        .get("statistics.interval.ms")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|ms| ms > 0);
+    let consumer: KafkaConsumer = cc
         .set_log_level(RDKafkaLogLevel::Warning)
         .create_with_context(context)
         .map_err(SourceError::Config)?;
