@@ -208,7 +208,11 @@ async fn an_empty_script_cache_mid_stream_reaches_no_board() {
     let redis = Redis::start();
     let setup = chaos_setup(&broker, &redis);
     broker.create_topic(&setup.topic, 4).await;
-    let (messages, expect) = mixed_events(60_000, 23, 4, now_ms());
+    let (mut messages, expect) = mixed_events(60_000, 23, 4, now_ms());
+    // Half the events go out before the flush and half after it, so that
+    // batches reach the emptied cache however far the consumer got (a
+    // consumer that started late catches up in a few large batches).
+    let after = messages.split_off(30_000);
     let feeder = feed(
         &broker,
         &setup.topic,
@@ -226,6 +230,15 @@ async fn an_empty_script_cache_mid_stream_reaches_no_board() {
         .expect("SCRIPT FLUSH");
     println!("injected: SCRIPT FLUSH after {seen} messages");
     feeder.await.expect("feeder");
+    feed(
+        &broker,
+        &setup.topic,
+        after,
+        5_000,
+        Duration::from_millis(300),
+    )
+    .await
+    .expect("feeder after the flush");
     wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(60), || p.log()).await;
     let noscript = metric_sum(
         &get_text(&p.url("/metrics")).await.unwrap_or_default(),
