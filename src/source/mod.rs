@@ -36,9 +36,10 @@ pub type TopicPartition = (Arc<str>, i32);
 pub enum RebalanceEvent {
     Assigned(Vec<TopicPartition>),
     Revoked(Vec<TopicPartition>),
-    /// librdkafka started the fetchers of these assigned partitions (each
-    /// reported once per assignment), so the application may now seek and
-    /// resume them without racing the start (src/engine/partitions.rs).
+    /// librdkafka has started the fetchers of these assigned partitions
+    /// (repeated with every statistics report), so the application may now
+    /// seek and resume them without racing the start
+    /// (src/engine/partitions.rs).
     FetchersStarted(Vec<TopicPartition>),
 }
 
@@ -83,8 +84,6 @@ pub struct Context {
     assigned: Mutex<HashSet<(String, i32)>>,
     /// Rate-limited logging of Kafka errors.
     pub reports: outage::KafkaReports,
-    /// Assigned partitions whose started fetcher was reported to the loop.
-    started: Mutex<HashSet<(String, i32)>>,
     /// Whether statistics come (`statistics.interval.ms` > 0): they tell
     /// when a fetcher started; without them the loop is told at once.
     stats_enabled: bool,
@@ -97,44 +96,27 @@ impl Context {
             health,
             assigned: Mutex::new(HashSet::new()),
             reports: outage::KafkaReports::default(),
-            started: Mutex::new(HashSet::new()),
             stats_enabled: true,
         }
     }
-}
 
-impl Context {
-    /// Tells the loop which assigned partitions' fetchers started since the
-    /// last report (statistics come in order with the rebalance callbacks,
-    /// so a report never speaks of an earlier assignment's fetcher).
+    /// Tells the loop which assigned partitions' fetchers have started
+    /// (statistics come in order with the rebalance callbacks, so a report
+    /// never speaks of an earlier assignment's fetcher; the loop ignores
+    /// partitions it already knows started).
     fn report_started(&self, stats: &Statistics, assigned: &HashSet<(String, i32)>) {
-        let Ok(mut started) = self.started.lock() else {
-            return;
-        };
-        let mut new = Vec::new();
+        let mut started = Vec::new();
         for (topic, t) in &stats.topics {
             for (id, p) in &t.partitions {
-                let key = (topic.clone(), *id);
-                if assigned.contains(&key)
+                if assigned.contains(&(topic.clone(), *id))
                     && STARTED_FETCH_STATES.contains(&p.fetch_state.as_str())
-                    && !started.contains(&key)
                 {
-                    new.push((Arc::from(topic.as_str()), *id));
-                    started.insert(key);
+                    started.push((Arc::from(topic.as_str()), *id));
                 }
             }
         }
-        if !new.is_empty() {
-            let _ = self.events.send(RebalanceEvent::FetchersStarted(new));
-        }
-    }
-
-    /// Partitions leave or (re)join the assignment: their fetchers are new.
-    fn forget_started(&self, parts: &[TopicPartition]) {
-        if let Ok(mut started) = self.started.lock() {
-            for (t, p) in parts {
-                started.remove(&(t.to_string(), *p));
-            }
+        if !started.is_empty() {
+            let _ = self.events.send(RebalanceEvent::FetchersStarted(started));
         }
     }
 }
@@ -228,7 +210,6 @@ impl ConsumerContext for Context {
             if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
                 tracing::debug!(error = %e, "Nothing to commit before revocation.");
             }
-            self.forget_started(&revoked);
             if let Ok(mut a) = self.assigned.lock() {
                 for (t, p) in &revoked {
                     a.remove(&(t.to_string(), *p));
@@ -265,7 +246,6 @@ impl ConsumerContext for Context {
                     partitions: &assigned,
                 }
                 .emit();
-                self.forget_started(&assigned);
                 let _ = self.events.send(RebalanceEvent::Assigned(assigned.clone()));
                 if !self.stats_enabled {
                     let _ = self.events.send(RebalanceEvent::FetchersStarted(assigned));
