@@ -22,7 +22,8 @@
 //! Run with `scripts/bench.sh` (or `cargo bench --bench pipeline`). Knobs:
 //! `BENCH_EVENTS` and `BENCH_NAIVE_EVENTS` shrink the loads (a naive count of
 //! 0 skips the baseline), `BENCH_WORKLOADS` picks workloads (`plain,windows`; `plain-nodense` and
-//! `windows-nodense` are the same with `dense_ranks = false` on every board),
+//! `windows-nodense` are the same with `dense_ranks = false` on every board;
+//! `ties` is `windows` without its windows, `windows-notie` without its tie-break),
 //! `BENCH_MAX_EVENTS` changes the batch size. `scripts/profile.sh` sets
 //! `BENCH_PERF_CTL` to a `perf record --control` FIFO: sampling is enabled
 //! only while a batched workload is consumed, not while events are produced.
@@ -210,11 +211,24 @@ async fn main() {
     // The `-nodense` variants (asked for by name only) set `dense_ranks =
     // false` on every board: what the dense-rank index costs each workload.
     let nodense = |boards: &str| boards.replace("[[board]]\n", "[[board]]\ndense_ranks = false\n");
+    // `ties` is the window workload without its windows (the plain boards
+    // with `star_fans`'s tie-break), `windows-notie` without the tie-break:
+    // with `plain`, they split the window workload's cost between the
+    // tie-break and the windows.
+    let without = |boards: &str, prefix: &str| {
+        boards
+            .lines()
+            .filter(|l| !l.starts_with(prefix))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    };
     let all = [
         ("plain", PLAIN.to_string()),
         ("windows", WINDOWS.to_string()),
         ("plain-nodense", nodense(PLAIN)),
         ("windows-nodense", nodense(WINDOWS)),
+        ("ties", without(WINDOWS, "windows = ")),
+        ("windows-notie", without(WINDOWS, "tie_break = ")),
     ];
     for (name, boards) in &all {
         if workloads.split(',').any(|w| w.trim() == *name) {
