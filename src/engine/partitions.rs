@@ -14,9 +14,12 @@
 //! as the committed-offset fetch, so a seek or resume sent as soon as the
 //! position is known could land in that window: one partition in about 35
 //! benchmark runs never delivered a message. A partition is sought and
-//! resumed only once librdkafka reports its fetcher started.
+//! resumed only once librdkafka reports its fetcher started. A partition
+//! whose fetcher has not started long after its assignment is reported
+//! (once per assignment), so that a start lost some other way is seen.
 
 use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use rdkafka::Offset;
 
@@ -38,6 +41,9 @@ pub struct Partitions {
     /// Assigned partitions whose fetcher librdkafka reported started since
     /// they were assigned.
     started: HashSet<TopicPartition>,
+    /// Assigned partitions whose fetcher has not started yet, with when
+    /// they were assigned, and whether that was reported as overdue.
+    unstarted: HashMap<TopicPartition, (Instant, bool)>,
     /// Fetching is paused for backpressure.
     paused: bool,
     /// Bumped per assignment (and rewind), so late lookups are ignored.
@@ -50,13 +56,14 @@ impl Partitions {
     /// must look up: every partition still awaiting, not only the new ones,
     /// since the new generation makes the answer of any lookup still in
     /// flight stale (a partition it covered would otherwise wait forever).
-    pub fn assign(&mut self, parts: &[TopicPartition]) -> (u64, ResumeAt) {
+    pub fn assign(&mut self, parts: &[TopicPartition], now: Instant) -> (u64, ResumeAt) {
         self.assigned.extend(parts.iter().cloned());
         for p in parts {
             self.awaiting.entry(p.clone()).or_insert(None);
             // A fresh assignment starts a fresh fetcher.
             self.started.remove(p);
             self.held.remove(p);
+            self.unstarted.insert(p.clone(), (now, false));
         }
         self.generation += 1;
         (self.generation, self.awaiting_lookup())
@@ -73,6 +80,7 @@ impl Partitions {
             self.awaiting.remove(p);
             self.held.remove(p);
             self.started.remove(p);
+            self.unstarted.remove(p);
         }
     }
 
@@ -120,11 +128,31 @@ impl Partitions {
                 continue;
             }
             self.started.insert(p.clone());
+            self.unstarted.remove(p);
             if let Some(at) = self.held.remove(p) {
                 ready.push((p.clone(), at));
             }
         }
         ready
+    }
+
+    /// Assigned partitions whose fetcher has not started `after` their
+    /// assignment (at `now`), with how long they have waited; each is
+    /// returned once per assignment.
+    pub fn overdue_starts(
+        &mut self,
+        now: Instant,
+        after: Duration,
+    ) -> Vec<(TopicPartition, Duration)> {
+        let mut overdue = Vec::new();
+        for (p, (since, reported)) in &mut self.unstarted {
+            let waited = now.saturating_duration_since(*since);
+            if !*reported && waited >= after {
+                *reported = true;
+                overdue.push((p.clone(), waited));
+            }
+        }
+        overdue
     }
 
     /// Partitions that fetch unless paused: assigned, positioned and with
@@ -166,8 +194,8 @@ mod tests {
     #[test]
     fn a_stale_lookup_is_ignored_and_a_current_one_resumes_once() {
         let mut parts = Partitions::default();
-        let (first, _) = parts.assign(&[tp(0), tp(1)]);
-        let (second, lookup) = parts.assign(&[tp(2)]);
+        let (first, _) = parts.assign(&[tp(0), tp(1)], Instant::now());
+        let (second, lookup) = parts.assign(&[tp(2)], Instant::now());
         let mut asked: Vec<_> = lookup.into_iter().map(|(p, _)| p).collect();
         asked.sort();
         assert_eq!(
@@ -193,7 +221,7 @@ mod tests {
     #[test]
     fn a_rewind_makes_every_assigned_partition_wait_and_a_revoke_forgets() {
         let mut parts = Partitions::default();
-        let (g, _) = parts.assign(&[tp(0), tp(1)]);
+        let (g, _) = parts.assign(&[tp(0), tp(1)], Instant::now());
         parts.fetchers_started(&[tp(0), tp(1)]);
         parts.resumed(g, vec![(tp(0), None), (tp(1), None)]);
         parts.revoke(&[tp(1)]);
@@ -204,7 +232,7 @@ mod tests {
         assert!(!parts.is_assigned(&tp(1)));
         // A partition assigned during the rewind's lookup: the new lookup
         // keeps the rewound partition's fallback.
-        let (_, lookup) = parts.assign(&[tp(2)]);
+        let (_, lookup) = parts.assign(&[tp(2)], Instant::now());
         let mut lookup = lookup;
         lookup.sort_by_key(|(p, _)| p.clone());
         assert_eq!(
@@ -216,7 +244,7 @@ mod tests {
     #[test]
     fn a_positioned_partition_waits_for_its_fetcher_to_start() {
         let mut parts = Partitions::default();
-        let (g, _) = parts.assign(&[tp(0), tp(1)]);
+        let (g, _) = parts.assign(&[tp(0), tp(1)], Instant::now());
         // Partition 1's fetcher starts before its position is known, 0's after.
         assert!(parts.fetchers_started(&[tp(1)]).is_empty());
         let answer = vec![(tp(0), Some(Offset::Offset(7))), (tp(1), None)];
@@ -237,10 +265,39 @@ mod tests {
         assert_eq!(fetching, vec![tp(0), tp(1)]);
         // Reassigned, a partition waits for its new fetcher; revoked, its
         // start reports no longer count.
-        let (g2, _) = parts.assign(&[tp(0)]);
+        let (g2, _) = parts.assign(&[tp(0)], Instant::now());
         assert_eq!(parts.resumed(g2, vec![(tp(0), None)]), Vec::new());
         parts.revoke(&[tp(0)]);
         assert!(parts.fetchers_started(&[tp(0)]).is_empty());
         assert!(!parts.is_assigned(&tp(0)));
+    }
+
+    #[test]
+    fn a_fetcher_that_does_not_start_is_reported_once_per_assignment() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let mut parts = Partitions::default();
+        parts.assign(&[tp(0), tp(1), tp(2)], t0);
+        parts.fetchers_started(&[tp(0)]);
+        assert!(parts.overdue_starts(t0 + 29 * s, 30 * s).is_empty());
+        parts.revoke(&[tp(2)]);
+        assert_eq!(
+            parts.overdue_starts(t0 + 31 * s, 30 * s),
+            vec![(tp(1), 31 * s)],
+            "started and revoked partitions are not overdue"
+        );
+        assert!(
+            parts.overdue_starts(t0 + 90 * s, 30 * s).is_empty(),
+            "reported once"
+        );
+        // Assigned again, it is watched again from the new assignment; a
+        // start ends the watch.
+        parts.assign(&[tp(1), tp(3)], t0 + 100 * s);
+        assert!(parts.overdue_starts(t0 + 120 * s, 30 * s).is_empty());
+        parts.fetchers_started(&[tp(3)]);
+        assert_eq!(
+            parts.overdue_starts(t0 + 130 * s, 30 * s),
+            vec![(tp(1), 30 * s)]
+        );
     }
 }

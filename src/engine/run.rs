@@ -31,6 +31,12 @@ use crate::sink::FlushReport;
 use crate::sink::batch::Batch;
 use crate::source::{RebalanceEvent, TopicPartition};
 
+/// How long after its assignment a partition whose fetcher has not started
+/// is logged: it normally starts within a second (librdkafka first fetches
+/// the committed offsets), so this only fires when the start was lost or
+/// the group coordinator is in trouble.
+const FETCH_START_OVERDUE: Duration = Duration::from_secs(30);
+
 pub(super) struct ConsumerLoop<Src: Source, Snk: Sink> {
     pub(super) source: Arc<Src>,
     pub(super) sink: Arc<Snk>,
@@ -187,7 +193,8 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
             RebalanceEvent::Assigned(parts) => {
                 // The rebalance callback paused them: they start reading
                 // where Redis says once that is known.
-                let (generation, lookup) = self.partitions.assign(&parts);
+                let (generation, lookup) =
+                    self.partitions.assign(&parts, Instant::now().into_std());
                 self.look_up(generation, lookup);
             }
             RebalanceEvent::Revoked(parts) => {
@@ -197,7 +204,24 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
             RebalanceEvent::FetchersStarted(parts) => {
                 let ready = self.partitions.fetchers_started(&parts);
                 self.seek_and_resume(ready);
+                self.report_overdue_starts();
             }
+        }
+    }
+
+    /// Logs the partitions whose fetcher has not started long after their
+    /// assignment: they are paused and read nothing until it does.
+    fn report_overdue_starts(&mut self) {
+        let overdue = self
+            .partitions
+            .overdue_starts(Instant::now().into_std(), FETCH_START_OVERDUE);
+        for ((topic, partition), waited) in overdue {
+            tracing::warn!(
+                topic = %topic,
+                partition,
+                waited_s = waited.as_secs(),
+                "Partition assigned but librdkafka has not started fetching it; it reads nothing until then. If this lasts, restart this instance so the partition moves."
+            );
         }
     }
 

@@ -641,3 +641,58 @@ async fn a_positioned_partition_is_sought_and_resumed_only_once_its_fetcher_star
         ]
     );
 }
+
+/// Log lines written while `f` runs on this thread (the tests' runtime is
+/// single-threaded, so the loop's lines are among them).
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_partition_whose_fetcher_does_not_start_is_logged_once() {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink_lines = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || Captured(sink_lines.clone()))
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let warnings = || {
+        let text = String::from_utf8(lines.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .filter(|l| l.contains("has not started fetching") && l.contains("partition=2"))
+            .count()
+    };
+    let h = Harness::start(10, 100).await;
+    h.rebalances
+        .send(RebalanceEvent::Assigned(vec![tp(2)]))
+        .unwrap();
+    // Statistics every second, none of them reporting partition 2 started.
+    for second in 1..=90 {
+        run_for(1_000).await;
+        h.rebalances
+            .send(RebalanceEvent::FetchersStarted(vec![tp(0), tp(1)]))
+            .unwrap();
+        run_for(1).await;
+        let want = usize::from(second >= 30);
+        assert_eq!(warnings(), want, "after {second} s");
+    }
+    let before = h.source.calls().len();
+    h.rebalances
+        .send(RebalanceEvent::FetchersStarted(vec![tp(2)]))
+        .unwrap();
+    run_for(10).await;
+    assert!(
+        h.source.calls()[before..].contains(&Call::Resume(vec![tp(2)])),
+        "it still resumes once started"
+    );
+    assert_eq!(warnings(), 1);
+}

@@ -103,7 +103,10 @@ impl Context {
     /// Tells the loop which assigned partitions' fetchers have started
     /// (statistics come in order with the rebalance callbacks, so a report
     /// never speaks of an earlier assignment's fetcher; the loop ignores
-    /// partitions it already knows started).
+    /// partitions it already knows started). Sent on every statistics tick
+    /// while anything is assigned, even when none started: the loop then
+    /// also looks for partitions whose start is overdue (such a partition
+    /// has no lag series: librdkafka learns its watermarks from fetches).
     fn report_started(&self, stats: &Statistics, assigned: &HashSet<(String, i32)>) {
         let mut started = Vec::new();
         for (topic, t) in &stats.topics {
@@ -115,7 +118,7 @@ impl Context {
                 }
             }
         }
-        if !started.is_empty() {
+        if !assigned.is_empty() {
             let _ = self.events.send(RebalanceEvent::FetchersStarted(started));
         }
     }
