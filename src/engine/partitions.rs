@@ -38,11 +38,10 @@ pub struct Partitions {
     /// Positioned partitions kept paused until their fetcher has started,
     /// with the position to seek to.
     held: HashMap<TopicPartition, Option<Offset>>,
-    /// Assigned partitions whose fetcher librdkafka reported started since
-    /// they were assigned.
-    started: HashSet<TopicPartition>,
-    /// Assigned partitions whose fetcher has not started yet, with when
-    /// they were assigned, and whether that was reported as overdue.
+    /// Assigned partitions whose fetcher librdkafka has not reported
+    /// started since they were assigned (every other assigned partition's
+    /// has), with when they were assigned and whether that was reported as
+    /// overdue.
     unstarted: HashMap<TopicPartition, (Instant, bool)>,
     /// Fetching is paused for backpressure.
     paused: bool,
@@ -61,7 +60,6 @@ impl Partitions {
         for p in parts {
             self.awaiting.entry(p.clone()).or_insert(None);
             // A fresh assignment starts a fresh fetcher.
-            self.started.remove(p);
             self.held.remove(p);
             self.unstarted.insert(p.clone(), (now, false));
         }
@@ -79,7 +77,6 @@ impl Partitions {
             self.assigned.remove(p);
             self.awaiting.remove(p);
             self.held.remove(p);
-            self.started.remove(p);
             self.unstarted.remove(p);
         }
     }
@@ -110,7 +107,8 @@ impl Partitions {
             if self.awaiting.remove(&p).is_none() {
                 continue;
             }
-            if self.started.contains(&p) {
+            // Awaiting, hence assigned: started unless still unstarted.
+            if !self.unstarted.contains_key(&p) {
                 ready.push((p, at));
             } else {
                 self.held.insert(p, at);
@@ -127,7 +125,6 @@ impl Partitions {
             if !self.assigned.contains(p) {
                 continue;
             }
-            self.started.insert(p.clone());
             self.unstarted.remove(p);
             if let Some(at) = self.held.remove(p) {
                 ready.push((p.clone(), at));
