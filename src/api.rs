@@ -1,22 +1,22 @@
-//! The HTTP listener (SPEC §5): board reads under `/v1`, `/healthz` and
+//! The HTTP listener (docs/http-api.md): board reads under `/v1`, `/healthz` and
 //! `/metrics`, all on one port. Handlers translate; the reading itself is in
 //! [`crate::reader`], the query parameters are checked in [`params`].
 //!
-//! Every read of ranks takes `rank=ordinal|competition|dense` (SPEC §8.4),
+//! Every read of ranks takes `rank=ordinal|competition|dense` (docs/http-api.md),
 //! and `.../members?ids=a,b,c` (or `POST .../members` with a JSON list of
 //! ids) reads a list of members at once (a friends board).
 //!
 //! Reads of a past period come from Redis or, once its keys are gone, from
-//! the archive (SPEC §8.1); every list and member answer says which in
+//! the archive (docs/history.md); every list and member answer says which in
 //! `"source"`, and `/v1/boards/{board}/{view}/periods` lists a view's
 //! periods from both.
 //!
-//! Live views (SPEC §8.5): `.../top/stream` and
+//! Live views (docs/http-api.md): `.../top/stream` and
 //! `.../members/{member}/stream` are Server-Sent Events, in [`stream`];
 //! the web page at `/` that shows them is in [`web`].
 //!
 //! Every error is JSON, `{"error": "..."}` (plus `"parameter"` when one query
-//! parameter is at fault), with a status a client can act on (SPEC §8.6):
+//! parameter is at fault), with a status a client can act on (docs/http-api.md):
 //! 400 for a bad parameter, 404 for an unknown route, board, view or member
 //! and for a past period that never had events, 405 for a method a route
 //! does not take, 503 (with `Retry-After`) while Redis or the archive is not
@@ -130,17 +130,17 @@ struct BoardInfo {
     aggregate: String,
     tie_break: String,
     order: String,
-    /// A composite board's fields in rank order (SPEC §8.2); `aggregate`
+    /// A composite board's fields in rank order (docs/score-encoding.md); `aggregate`
     /// and `order` are then its first field's.
     #[serde(skip_serializing_if = "Option::is_none")]
     order_by: Option<Vec<FieldInfo>>,
     timezone: String,
     key_pattern: String,
     views: Vec<ViewInfo>,
-    /// Rolling views computed at read time (SPEC §8.3), e.g.
+    /// Rolling views computed at read time (docs/http-api.md), e.g.
     /// `{"view": "last:<N>d", "max_n": 35}`.
     unions: Vec<reader::UnionOffer>,
-    /// Scoped boards: reading several scopes as one (SPEC §8.3).
+    /// Scoped boards: reading several scopes as one (docs/http-api.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     scope_unions: Option<reader::union::ScopeUnionOffer>,
 }

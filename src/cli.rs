@@ -1,4 +1,4 @@
-//! The command line (SPEC §5): `run`, `check`, `produce`, `top`, `archive`.
+//! The command line (docs/cli.md): `run`, `check`, `produce`, `top`, `archive`.
 //! Argument definitions and the commands' printed output (`check`, `top`,
 //! the `archive` summary); `run`, `produce` and `archive` hand over to
 //! [`crate::app`], [`crate::produce`] and [`crate::archive::runner`].
@@ -116,7 +116,7 @@ pub struct TopArgs {
     pub period: Option<String>,
     #[arg(long, default_value_t = 10)]
     pub limit: usize,
-    /// Rank style (SPEC §8.4): `ordinal` (1,2,3,4), `competition` (1,1,3)
+    /// Rank style (docs/http-api.md): `ordinal` (1,2,3,4), `competition` (1,1,3)
     /// or `dense` (1,1,2).
     #[arg(long, default_value = "ordinal", value_parser = parse_rank)]
     pub rank: RankStyle,

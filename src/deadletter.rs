@@ -1,4 +1,4 @@
-//! The dead-letter topic (SPEC §4): messages that are not valid events, or
+//! The dead-letter topic (docs/guarantees.md): messages that are not valid events, or
 //! that make a rule fail, are copied there with headers `rankflow-error`
 //! (reason code), `rankflow-detail` (human message) and `rankflow-source`
 //! (`topic/partition/offset`), then skipped. A batch is acknowledged — and

@@ -1,4 +1,4 @@
-//! Input events (SPEC §1): decoding a Kafka message value into a validated
+//! Input events (docs/events.md): decoding a Kafka message value into a validated
 //! [`Event`], with the JSON Schemas in `schemas/` as the source of truth.
 //!
 //! Two decodes give the same answers (tests/decode_equivalence.rs): the
@@ -25,7 +25,7 @@ use typed::{Object, Top};
 
 use crate::telemetry::DlqReason;
 
-/// Bytes an id may have (SPEC §1: strings of 1–128 bytes). JSON Schema's
+/// Bytes an id may have (docs/events.md: strings of 1–128 bytes). JSON Schema's
 /// `maxLength` counts characters, so the byte limit is checked here as well.
 pub const MAX_ID_BYTES: usize = 128;
 

@@ -1,4 +1,4 @@
-//! Liveness of the dependencies, as `/healthz` reports it (SPEC §5: 200 when
+//! Liveness of the dependencies, as `/healthz` reports it (docs/http-api.md: 200 when
 //! consuming and Redis is reachable, 503 otherwise) and as the start-up and
 //! outage paths record it.
 

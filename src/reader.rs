@@ -1,15 +1,15 @@
-//! Reading boards back (SPEC §5): locating a view's key for a board, scope
+//! Reading boards back (docs/http-api.md): locating a view's key for a board, scope
 //! and period, trimming a window to the clock before reading it, and turning
 //! stored members and scores into entries with true values and 1-based
 //! ranks. Shared by the HTTP API and `rankflow top`, so the bounds on a read
-//! (SPEC §8.6: [`MAX_LIMIT`], [`MAX_OFFSET`], [`MAX_RADIUS`]) and the errors
+//! (docs/http-api.md: [`MAX_LIMIT`], [`MAX_OFFSET`], [`MAX_RADIUS`]) and the errors
 //! that name a bad parameter ([`BadParam`]) live here, and are enforced here,
 //! whatever the caller checked before.
 //!
 //! A past period is read from Redis while its key exists and from the
-//! archive (SPEC §8.1) once it is gone, with the same JSON but for
+//! archive (docs/history.md) once it is gone, with the same JSON but for
 //! `"source"`; a past period found in neither never had events (404).
-//! Every read takes a rank style (SPEC §8.4, [`RankStyle`]): ordinal ranks
+//! Every read takes a rank style (docs/http-api.md, [`RankStyle`]): ordinal ranks
 //! come from `ZRANGE`/`ZRANK` as before; competition and dense ranks, and
 //! lists of members ([`Reader::members`]), from the read script of
 //! [`styled`], numbered by [`ranks::Styler`] (the one place a board kind's
@@ -45,7 +45,7 @@ pub use ranks::RankStyle;
 pub use scopes::{MAX_LISTED_SCOPES, MAX_UNION_KEYS, ScopeUnion};
 pub use union::{UnionOffer, Unions};
 
-/// Most ids one members read takes (SPEC §8.4).
+/// Most ids one members read takes (docs/http-api.md).
 pub const MAX_IDS: usize = 1000;
 
 /// Largest page a read may ask for (`limit`).
@@ -67,7 +67,7 @@ pub struct Entry {
     pub member: String,
     #[serde(serialize_with = "score_json")]
     pub score: f64,
-    /// A composite board's fields (SPEC §8.2), decoded from the member.
+    /// A composite board's fields (docs/score-encoding.md), decoded from the member.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fields: Option<FieldValues>,
 }

@@ -1,4 +1,4 @@
-//! Reads of past periods (SPEC §8.1, issue 10) against a real redis-server
+//! Reads of past periods (docs/history.md, issue 10) against a real redis-server
 //! and a private PostgreSQL: the HTTP API answers a past period from Redis
 //! while its key exists and from the archive once it is gone, with the
 //! same JSON but `"source"`, both equal to a hand-made reference; a past
@@ -595,7 +595,7 @@ async fn archive_reads_use_the_indexes_and_read_scores_back_exactly() {
     let explain = |sql: &str| format!("EXPLAIN {sql}");
     let ids = vec!["m777".to_string(), "m3".to_string(), "nobody".to_string()];
     let mut plans = Vec::new();
-    // Every rank style (SPEC §8.4) reads through the same indexes.
+    // Every rank style (docs/http-api.md) reads through the same indexes.
     for style in ["ordinal", "competition", "dense"] {
         let client = writer.client();
         plans.push((

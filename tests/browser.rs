@@ -1,4 +1,4 @@
-//! The web page at `/` (SPEC §8.5, issue 13 points 4 and 5) in a real
+//! The web page at `/` (docs/http-api.md, issue 13 points 4 and 5) in a real
 //! browser: Debian's headless `chromium`, driven through `chromedriver` over
 //! the W3C WebDriver HTTP protocol (plain `reqwest`), against the real
 //! `rankflow run` binary with tansu and redis-server. The page lists the

@@ -1,4 +1,4 @@
-//! Chaos tests (SPEC §4): real tansu and redis-server, rankflow as separate
+//! Chaos tests (docs/guarantees.md): real tansu and redis-server, rankflow as separate
 //! processes, faults injected while events flow — consumers killed and
 //! joining, Redis killed (AOF, `appendfsync everysec`) or frozen, its script
 //! cache flushed, the broker restarted, SIGTERM during a Redis outage. Every

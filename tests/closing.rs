@@ -1,4 +1,4 @@
-//! Closing archived periods in the write path (SPEC §8.1; the guards are in
+//! Closing archived periods in the write path (docs/history.md; the guards are in
 //! docs/exactly-once.md, "Closing archived periods"), against real Redis
 //! (single node and a three-primary cluster) and, end to end, real tansu:
 //!

@@ -1,4 +1,4 @@
-//! Composite boards (SPEC §8.2) against a reference model written here from
+//! Composite boards (docs/score-encoding.md) against a reference model written here from
 //! the spec, never from the code under test:
 //! - random composite boards (1-4 fields, random orders, aggregates and
 //!   tie-breaks) fed random events with out-of-order times, in several
@@ -111,7 +111,7 @@ impl BoardDef {
     }
 }
 
-/// The aggregate rules as SPEC §2 / docs state them, on (value, time):
+/// The aggregate rules as docs/configuration.md / docs state them, on (value, time):
 /// sum adds and keeps the latest time; max/min keep the best value and the
 /// earliest time it was reached; last keeps the value of the latest time
 /// (the greater value on equal times).
@@ -234,7 +234,7 @@ fn query(board: &str) -> Query {
 }
 
 /// Reference ranks in rank order, per style [ordinal, competition, dense],
-/// from the model's order alone: tied = all fields equal (SPEC §8.4).
+/// from the model's order alone: tied = all fields equal (docs/http-api.md).
 fn styled_ranks(expected: &[(String, Vec<Option<i64>>)]) -> Vec<[u64; 3]> {
     let (mut comp, mut dense) = (0, 0);
     let mut out = Vec::with_capacity(expected.len());

@@ -1,4 +1,4 @@
-//! Composite boards in the archive (SPEC §8.1 with §8.2, issue 11) against a
+//! Composite boards in the archive (docs/history.md with §8.2, issue 11) against a
 //! real redis-server and a private PostgreSQL:
 //! - a 3-field board (sum desc, min asc, last asc; missing fields, values
 //!   at ±2^53, events out of order over two batches) is applied through

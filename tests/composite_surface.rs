@@ -1,4 +1,4 @@
-//! How a composite board (SPEC §8.2) shows itself outside the data path:
+//! How a composite board (docs/score-encoding.md) shows itself outside the data path:
 //! `GET /v1/boards` lists its fields, `rankflow top` prints every field (a
 //! missing one as `-`, never the infinity that encodes "ranks last"), and
 //! `rankflow check` prints each field's rule and warns when a field reads an

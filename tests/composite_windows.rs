@@ -1,4 +1,4 @@
-//! Composite boards (SPEC §8.2) with windows, sliding (`10m/1m`, `3m/1m`)
+//! Composite boards (docs/score-encoding.md) with windows, sliding (`10m/1m`, `3m/1m`)
 //! and rolling (`3d/1d` in Tokyo, and in New York just after a 23-hour
 //! day), through the rules, the
 //! batch and the Lua script into a real Redis, checked against references
@@ -85,7 +85,7 @@ impl Gen {
 }
 
 /// The windows every random board keeps: view, length, and the end of the
-/// bucket holding an event, written from SPEC §3 (epoch-aligned minutes;
+/// bucket holding an event, written from docs/redis-layout.md (epoch-aligned minutes;
 /// local days of Asia/Tokyo, UTC+9 without DST).
 struct WindowDef {
     view: &'static str,

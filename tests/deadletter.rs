@@ -1,4 +1,4 @@
-//! Bad input end to end (SPEC §4): a corpus of broken and hostile messages,
+//! Bad input end to end (docs/guarantees.md): a corpus of broken and hostile messages,
 //! interleaved with valid events, goes through tansu and rankflow; each bad
 //! message must arrive in the dead-letter topic with the right reason and
 //! its source in the headers, valid neighbours (including members and

@@ -1,5 +1,5 @@
 //! Sums on plain, tie-break and window boards stay exact over ±2^53 or are
-//! refused as overflow (SPEC §4): a total just past 2^53 is never rounded
+//! refused as overflow (docs/guarantees.md): a total just past 2^53 is never rounded
 //! back onto 2^53, whether the two halves meet in one batch (pre-aggregated
 //! in Rust) or in two (added in the Lua script). The expected boards are
 //! written by hand below.

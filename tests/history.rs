@@ -1,4 +1,4 @@
-//! History end to end (SPEC §8.1, issue 10): events through Kafka into
+//! History end to end (docs/history.md, issue 10): events through Kafka into
 //! archived hour boards (plain, scoped, tie-break), the hour closed by
 //! moving rankflow's clock, then checked from outside: the PostgreSQL rows
 //! equal standings computed here, each period is announced on the closed

@@ -1,4 +1,4 @@
-//! A PostgreSQL outage across the close of an archived period (SPEC §8.1,
+//! A PostgreSQL outage across the close of an archived period (docs/history.md,
 //! issue 10): while the archive is down the closed hour's keys stay in
 //! Redis with no expiry and `rankflow_archive_pending` shows it; when
 //! PostgreSQL returns, the copy completes and equals the reference. Its own

@@ -1,4 +1,4 @@
-//! The HTTP read API's error contract (SPEC §8.6) against a real
+//! The HTTP read API's error contract (docs/http-api.md) against a real
 //! redis-server: every bad query parameter is a 400 whose JSON body names
 //! it, unknown things are JSON 404s, a reader not connected yet is a JSON 503,
 //! and valid reads still return exactly what the test wrote into Redis itself

@@ -45,7 +45,7 @@ async fn all_three_event_types_reach_their_boards_with_exact_sums() {
     .await;
     assert_eq!(applied, 3000.0);
 
-    // The SPEC §6 metrics that apply without faults, with histogram buckets.
+    // The docs/metrics.md metrics that apply without faults, with histogram buckets.
     let text = get_text(&metrics).await.expect("metrics");
     for name in [
         "rankflow_events_total{",

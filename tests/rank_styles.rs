@@ -1,4 +1,4 @@
-//! Rank styles and lists of members (SPEC §8.4, issue 11 points 4 and 5)
+//! Rank styles and lists of members (docs/http-api.md, issue 11 points 4 and 5)
 //! against a real redis-server and a private PostgreSQL, through the HTTP
 //! API: `rank=ordinal|competition|dense` on `top` pages (ties across a page
 //! boundary), `members/{m}`, `around/{m}` and member lists, for a plain
@@ -70,7 +70,7 @@ archive = ["week"]
 /// Member, value, time it got the value.
 type Member = (String, f64, i64);
 
-/// The reference boards in rank order, by the SPEC's rules stated here:
+/// The reference boards in rank order, by the rules of docs/http-api.md stated here:
 /// `plain` descending, ties by member bytes descending (ZREVRANGE's order);
 /// `speed` descending, ties by the earliest time; `fast` ascending, ties by
 /// member bytes ascending (ZRANGE's order).
@@ -357,7 +357,7 @@ async fn every_rank_style_matches_the_reference_live_and_archived() {
             live.len()
         );
     }
-    // The page boundary the SPEC example is about, spelled out: page 2 of
+    // The page boundary the documented example is about, spelled out: page 2 of
     // `plain` starts inside the tie of ranks 9-12.
     let (_, body) = get(&env.url(&format!(
         "/v1/boards/plain/week/top?period={PAST}&limit=10&offset=10&rank=competition"

@@ -1,4 +1,4 @@
-//! Unions of scopes (SPEC §8.3, issue 12 points 2–6): `scope=a&scope=b` and
+//! Unions of scopes (docs/http-api.md, issue 12 points 2–6): `scope=a&scope=b` and
 //! `scope=*` on period views, `all`, windows and `last:<N><unit>` views,
 //! over boards written by the real apply path (rules, batch, Lua, a real
 //! redis-server), read through the HTTP API, against a reference computed

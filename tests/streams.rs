@@ -1,4 +1,4 @@
-//! Live views (SPEC §8.5, issue 13 points 1–3 and 7) against the real
+//! Live views (docs/http-api.md, issue 13 points 1–3 and 7) against the real
 //! `rankflow run` binary with tansu and redis-server: the top stream sends
 //! the list at connect, again (with a higher `id:`) when events change it and
 //! not otherwise; `Last-Event-ID` gets the list at once; a rolling view

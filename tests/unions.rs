@@ -1,4 +1,4 @@
-//! Rolling views computed at read time (SPEC §8.3, issue 12 point 1):
+//! Rolling views computed at read time (docs/http-api.md, issue 12 point 1):
 //! `last:<N><unit>` over the period boards the real apply path wrote (rules,
 //! batch, Lua, a real redis-server), read through the HTTP API, against a
 //! reference computed here from the events alone (local dates with

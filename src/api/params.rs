@@ -1,4 +1,4 @@
-//! The query parameters of the read routes (SPEC §8.6): which route takes
+//! The query parameters of the read routes (docs/http-api.md): which route takes
 //! which parameter, and turning the raw `name=value` pairs into checked,
 //! typed values or a [`BadParam`] that names the offending parameter.
 //!
@@ -10,7 +10,7 @@
 //!
 //! Adding a parameter is a field in [`Params`], its name in [`KNOWN`] and in
 //! the routes that take it, and one arm in [`Params::set`]; an enumerated one
-//! (`rank=ordinal|competition|dense`, SPEC §8.4) implements [`Choice`] and
+//! (`rank=ordinal|competition|dense`, docs/http-api.md) implements [`Choice`] and
 //! its arm is `p.rank = Some(choice(name, raw)?)`.
 
 use crate::reader::{
@@ -64,7 +64,7 @@ impl Route {
 pub(crate) struct Params {
     /// One scope.
     pub scope: Option<String>,
-    /// `scope` given with several values, or `*` (SPEC §8.3).
+    /// `scope` given with several values, or `*` (docs/http-api.md).
     pub scope_union: Option<ScopeUnion>,
     pub period: Option<String>,
     pub limit: Option<usize>,
@@ -85,7 +85,7 @@ impl Params {
             if !route.takes().contains(&name) {
                 return Err(not_taken(name, route));
             }
-            // `scope` repeats for a union of scopes (SPEC §8.3).
+            // `scope` repeats for a union of scopes (docs/http-api.md).
             if name == "scope" {
                 scopes.push(raw);
                 continue;
@@ -191,7 +191,7 @@ impl Choice for RankStyle {
     ];
 }
 
-/// A parameter with a fixed set of values, such as `rank` (SPEC §8.4).
+/// A parameter with a fixed set of values, such as `rank` (docs/http-api.md).
 pub(crate) trait Choice: Sized + Copy + 'static {
     /// Each accepted spelling and its value, in the order the error lists them.
     const VALUES: &'static [(&'static str, Self)];

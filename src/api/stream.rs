@@ -1,4 +1,4 @@
-//! Live views (SPEC §8.5): Server-Sent Events streams of a top-N list and
+//! Live views (docs/http-api.md): Server-Sent Events streams of a top-N list and
 //! of one member, served from the shared pollers of [`hub`].
 //!
 //! - `GET /v1/boards/{board}/{view}/top/stream?limit=&offset=&scope=&period=&rank=`

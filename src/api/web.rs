@@ -1,4 +1,4 @@
-//! The web page at `GET /` (SPEC §8.5): a static page and its script and
+//! The web page at `GET /` (docs/http-api.md): a static page and its script and
 //! style sheet, compiled into the binary (`include_str!`), so there is no
 //! build step, no CDN and nothing to deploy beside the binary. The page
 //! reads the public API from the browser (`/v1/boards`, the top stream,

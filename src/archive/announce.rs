@@ -1,4 +1,4 @@
-//! The period-closed message (SPEC §8.1, `schemas/period-closed.schema.json`)
+//! The period-closed message (docs/history.md, `schemas/period-closed.schema.json`)
 //! and its producer: one JSON message per completed copy on
 //! `[archive] closed_topic`, keyed `board/scope/view/period`, with the final
 //! top `closed_top` entries read back from PostgreSQL (so the message says
@@ -51,7 +51,7 @@ pub struct Entry {
     /// `null` when not a number: a composite member without a first field.
     #[serde(serialize_with = "score_json")]
     pub score: f64,
-    /// A composite board's fields by name (SPEC §8.2).
+    /// A composite board's fields by name (docs/score-encoding.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fields: Option<FieldValues>,
 }

@@ -1,8 +1,8 @@
 //! Copying one closed period's standings into PostgreSQL: binary `COPY` of
 //! the rows in rank order, chunk by chunk as they are read (memory bounded
 //! by a chunk, not by the board), each with its competition and dense ranks
-//! (SPEC §8.4, counted from the previous row), and the completion row, all in one
-//! transaction. Rows of composite boards (SPEC §8.2) carry every field
+//! (docs/http-api.md, counted from the previous row), and the completion row, all in one
+//! transaction. Rows of composite boards (docs/score-encoding.md) carry every field
 //! (`sql/004_composite_fields.sql`), the period row the fields' names, and
 //! their competition and dense ranks count members tied on every field. The transaction first takes the period's advisory lock
 //! (`pg_try_advisory_xact_lock`): a second archiver of the same period sees
@@ -116,7 +116,7 @@ const COLUMNS: [Type; 10] = [
 /// board (the score alone would tie members that differ in a later field).
 type TieValue = (f64, Option<Vec<Option<i64>>>);
 
-/// The ranks of the next row in each style (SPEC §8.4), kept while rows
+/// The ranks of the next row in each style (docs/http-api.md), kept while rows
 /// stream by in rank order: equal values are contiguous, so a row's
 /// competition and dense ranks follow from the previous row alone.
 #[derive(Debug, Default)]

@@ -1,4 +1,4 @@
-//! History (SPEC §8.1): closed periods kept in PostgreSQL. This module owns
+//! History (docs/history.md): closed periods kept in PostgreSQL. This module owns
 //! the PostgreSQL side: the schema and its migrations ([`schema`]), exact
 //! scores ([`numeric`]) and the copy of one period's standings
 //! ([`copy`]): written in one transaction together with the row that marks

@@ -1,7 +1,7 @@
-//! Reading archived periods back (SPEC §8.1, "Reads"): whether a complete
+//! Reading archived periods back (docs/history.md, "Reads"): whether a complete
 //! copy of a period exists, a page of it by rank, one member's row, the rows
 //! of a list of members, the rows around a member, and the list of a view's
-//! archived periods. Ranks come in any style of SPEC §8.4: the ordinal
+//! archived periods. Ranks come in any style of docs/http-api.md: the ordinal
 //! `rank`, or the competition and dense ranks written at copy time
 //! (`sql/003_rank_styles.sql`). Rows of composite boards come with every
 //! field, named as when the period was copied (`sql/004_composite_fields.sql`).
@@ -431,7 +431,7 @@ impl ArchiveReader {
     }
 
     /// [`Self::page`] with ranks shown in the style named `style`
-    /// (`ordinal`, `competition` or `dense`, SPEC §8.4); the page is still
+    /// (`ordinal`, `competition` or `dense`, docs/http-api.md); the page is still
     /// ordinal ranks `first ..= last`.
     pub async fn page_ranked(
         &self,

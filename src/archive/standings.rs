@@ -2,7 +2,7 @@
 //! one chunk at a time (so the archiver's memory is bounded by a chunk,
 //! whatever the board's size): `ZREVRANGE` by rank index for `desc` boards,
 //! `ZRANGE` for `asc` ones, tie-break members decoded back to the member
-//! with [`TieKey`], composite members (SPEC §8.2) back to the member and
+//! with [`TieKey`], composite members (docs/score-encoding.md) back to the member and
 //! every field with [`Layout::decode`]. Index paging is consistent because the key is frozen
 //! (its `K:closed` marker is set before the first read); as a last check
 //! the stream fails if the rows read do not add up to the count taken at

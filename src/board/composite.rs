@@ -1,4 +1,4 @@
-//! Composite ordering (SPEC §8.2, docs/score-encoding.md): how a member's
+//! Composite ordering (docs/score-encoding.md, docs/score-encoding.md): how a member's
 //! tuple of exact fields becomes one sorted-set entry whose Redis order is
 //! the rank order, and back. Pure: no Redis, no I/O.
 //!
@@ -352,7 +352,7 @@ mod tests {
         }
     }
 
-    /// The reference rule, written from SPEC §8.2 without the encoding:
+    /// The reference rule, written from docs/score-encoding.md without the encoding:
     /// fields in order (better value first, missing after every value),
     /// then tie time (per `tie_break`), then member bytes.
     fn reference(

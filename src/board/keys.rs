@@ -1,11 +1,11 @@
-//! Redis key names (SPEC §3): `{prefix}:{<board>[:<scope>]}:<view>`, where the
+//! Redis key names (docs/redis-layout.md): `{prefix}:{<board>[:<scope>]}:<view>`, where the
 //! braces are a Redis Cluster hash tag so every key of one board instance
 //! (views, window helpers, offset fences) lives in one slot and one Lua call
 //! may touch them all.
 //!
 //! A scoped board with `scope_slot = "board"` keeps every scope in its
 //! board's slot instead, `{prefix}:{<board>}@<scope>:<view>`, so that a
-//! union of its scopes (SPEC §8.3) is one call on a Redis Cluster. Code
+//! union of its scopes (docs/http-api.md) is one call on a Redis Cluster. Code
 //! names an instance by its *tag*: `board`, `board:<scope>` (the hash tag
 //! content) or `board@<scope>` (the board-slot layout); board names have
 //! neither `:` nor `@`, so the first of them tells the layout.
@@ -111,13 +111,13 @@ pub fn view_key(prefix: &str, tag: &str, view: &str) -> String {
     format!("{prefix}:{}:{view}", stem(tag))
 }
 
-/// The instance's offset fences (SPEC §4): `<topic>/<partition>` → offset.
+/// The instance's offset fences (docs/guarantees.md): `<topic>/<partition>` → offset.
 pub fn fence_key(prefix: &str, tag: &str) -> String {
     view_key(prefix, tag, "off")
 }
 
 /// The registry of the scopes that have data in one view of a scoped board
-/// (SPEC §8.3, `scope=*`): a sorted set of escaped scope values scored by
+/// (docs/http-api.md, `scope=*`): a sorted set of escaped scope values scored by
 /// when they were last registered, under the board's own hash tag, e.g.
 /// `rankflow:{game_heat}:scopes:day:2026-11-21`.
 pub fn scope_registry_key(prefix: &str, board: &str, view_id: &str) -> String {
@@ -161,7 +161,7 @@ pub fn hash_slot(tag: &str) -> u16 {
     crc % 16384
 }
 
-/// Marker of a closed period (SPEC §8.1), beside its view key
+/// Marker of a closed period (docs/history.md), beside its view key
 /// (`K:closed`): set by the archiver before it reads the final standings;
 /// the apply script finds it and counts every later update `late`.
 pub fn closed_key(view_key: &str) -> String {

@@ -64,7 +64,7 @@ pub enum ViewSpec {
         kind: PeriodKind,
         /// How long after its end a period's key lives; `None` for `all`.
         retention: Option<Span>,
-        /// For an archived view (SPEC §8.1): the grace in ms after a
+        /// For an archived view (docs/history.md): the grace in ms after a
         /// period's end at which it closes. Its keys then carry no expiry
         /// until the archiver has copied them.
         close_after: Option<i64>,
@@ -97,7 +97,7 @@ pub struct Board {
     pub order: Order,
     pub tie_key: TieKey,
     pub tz: Tz,
-    /// Set for a composite board (`order_by`, SPEC §8.2). Then `score`,
+    /// Set for a composite board (`order_by`, docs/score-encoding.md). Then `score`,
     /// `aggregate` and `order` are those of its first field.
     pub composite: Option<Composite>,
     /// Board option `dense_ranks` (default true): views keep the

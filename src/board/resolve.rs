@@ -1,6 +1,6 @@
 //! Resolving a board view for one event time: which concrete view key it
 //! lands in (`day:2026-11-21`, `win:3h`), when that key expires, which window
-//! bucket it fills, when its period closes (archived views, SPEC §8.1), and
+//! bucket it fills, when its period closes (archived views, docs/history.md), and
 //! whether it is already late.
 //!
 //! A period of an archived view closes at its end plus `[archive] grace`.

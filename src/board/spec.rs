@@ -1,4 +1,4 @@
-//! A `[[board]]` table as the user writes it (SPEC §2): the serde shape that
+//! A `[[board]]` table as the user writes it (docs/configuration.md): the serde shape that
 //! [`crate::board::model::BoardSet::compile`] turns into compiled boards.
 //! It lives with the board, not with the rest of the configuration, so that
 //! the board code never reaches back into `config` (config → board only).
@@ -21,7 +21,7 @@ pub struct BoardSpec {
     /// The value ranked; `None` only for a composite board (`order_by`).
     #[serde(default)]
     pub score: Option<String>,
-    /// Composite ordering (SPEC §8.2): the fields ranked in order, instead
+    /// Composite ordering (docs/score-encoding.md): the fields ranked in order, instead
     /// of `score`.
     #[serde(default)]
     pub order_by: Option<Vec<FieldSpec>>,
@@ -45,7 +45,7 @@ pub struct BoardSpec {
     #[serde(default)]
     pub retention: BTreeMap<String, String>,
     /// Which of `periods` are archived to PostgreSQL when they close
-    /// (SPEC §8.1): `["week", "month"]`.
+    /// (docs/history.md): `["week", "month"]`.
     #[serde(default)]
     pub archive: Vec<String>,
     /// Whether each view keeps a dense-rank index (`K:v`, one entry per
@@ -53,7 +53,7 @@ pub struct BoardSpec {
     /// its write cost and memory, and dense reads then walk the values.
     #[serde(default = "default_dense_ranks")]
     pub dense_ranks: bool,
-    /// Scoped boards: `"scope"` (default, SPEC §3: each scope in its own
+    /// Scoped boards: `"scope"` (default, docs/redis-layout.md: each scope in its own
     /// cluster slot) or `"board"` (every scope in the board's slot, so
     /// unions of scopes work on a Redis Cluster).
     #[serde(default)]

@@ -1,4 +1,4 @@
-//! Environment overrides of settings: `RANKFLOW_<SECTION>_<KEY>` (SPEC §2)
+//! Environment overrides of settings: `RANKFLOW_<SECTION>_<KEY>` (docs/configuration.md)
 //! and `RANKFLOW_KAFKA_CLIENT_<PROPERTY>`, written into the parsed TOML
 //! table before it is deserialized, so an override is typed and checked
 //! exactly like the file.

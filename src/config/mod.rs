@@ -1,4 +1,4 @@
-//! The configuration file (`rankflow.toml`, SPEC §2) as written by the user:
+//! The configuration file (`rankflow.toml`, docs/configuration.md) as written by the user:
 //! its serde structures with typed values ([`values`]), defaults,
 //! `RANKFLOW_<SECTION>_<KEY>` environment overrides ([`env`]), the
 //! cross-field rules ([`validate`]), the masking of secrets wherever a
@@ -76,7 +76,7 @@ pub struct Config {
     /// IANA zone for boards that do not name their own.
     #[serde(default = "default_timezone")]
     pub timezone: TimeZone,
-    /// Events further ahead of the clock than this are invalid (SPEC §2).
+    /// Events further ahead of the clock than this are invalid (docs/configuration.md).
     #[serde(default = "default_future_skew")]
     pub max_future_skew: FixedSpan,
     pub kafka: KafkaConfig,
@@ -85,7 +85,7 @@ pub struct Config {
     pub batch: BatchConfig,
     #[serde(default)]
     pub http: HttpConfig,
-    /// History in PostgreSQL (SPEC §8.1); off without `url`.
+    /// History in PostgreSQL (docs/history.md); off without `url`.
     #[serde(default)]
     pub archive: ArchiveConfig,
     /// The `[[board]]` array.
@@ -101,7 +101,7 @@ pub struct KafkaConfig {
     #[serde(default = "default_group_id")]
     pub group_id: String,
     pub topics: Vec<String>,
-    /// Where undecodable or rule-breaking messages go (SPEC §4). Without it
+    /// Where undecodable or rule-breaking messages go (docs/guarantees.md). Without it
     /// they are only counted and logged.
     #[serde(default)]
     pub dead_letter_topic: Option<String>,
@@ -228,13 +228,13 @@ pub struct HttpConfig {
     /// `host:port` to listen on; `:0` picks a free port.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
-    /// How long the result of a query-time union (SPEC §8.3, `last:7d`)
+    /// How long the result of a query-time union (docs/http-api.md, `last:7d`)
     /// is reused before it is computed again: the staleness a reader of a
     /// union view accepts in exchange for one `ZUNIONSTORE` per this span
     /// instead of one per read.
     #[serde(default = "default_union_cache")]
     pub union_cache: FixedSpan,
-    /// Most Server-Sent Events streams (SPEC §8.5) open at once; one more
+    /// Most Server-Sent Events streams (docs/http-api.md) open at once; one more
     /// is refused with 503. Bounds the sockets and tasks clients can hold.
     #[serde(default = "default_max_streams")]
     pub max_streams: NonZeroUsize,
@@ -250,7 +250,7 @@ impl Default for HttpConfig {
     }
 }
 
-/// `[archive]` (SPEC §8.1): where closed periods are kept and when a
+/// `[archive]` (docs/history.md): where closed periods are kept and when a
 /// period closes.
 #[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

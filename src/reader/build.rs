@@ -1,4 +1,4 @@
-//! Building a large union without blocking Redis (SPEC §8.3). A union
+//! Building a large union without blocking Redis (docs/http-api.md). A union
 //! computed by one script call (`ZUNIONSTORE`, or the tie-break loop of
 //! `union.lua`) holds Redis for its whole length: about 0.6 s for 7 day
 //! boards of 100,000 members, 4 s for a tie-break board, during which every

@@ -1,4 +1,4 @@
--- rankflow read script (SPEC §8.4): what a sorted set alone can say about
+-- rankflow read script (docs/http-api.md): what a sorted set alone can say about
 -- rank styles, read in one round trip and one atomic look. It runs behind
 -- the prelude src/sink/lua/composite.lua (how members are stored, the
 -- dense-rank index entries), shared with the apply script.

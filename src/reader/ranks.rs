@@ -1,4 +1,4 @@
-//! Rank styles (SPEC §8.4): `ordinal` (1,2,3,4), `competition` (1,1,3) and
+//! Rank styles (docs/http-api.md): `ordinal` (1,2,3,4), `competition` (1,1,3) and
 //! `dense` (1,1,2), where "tied" means equal values (the stored score; for
 //! tie-break boards the time only orders members within a tie).
 //!
@@ -128,7 +128,7 @@ mod tests {
         assert_eq!(page(RankStyle::Ordinal, 0), [1, 2, 3, 4, 5, 6]);
         assert_eq!(page(RankStyle::Competition, 0), [1, 1, 3, 3, 3, 6]);
         assert_eq!(page(RankStyle::Dense, 0), [1, 1, 2, 2, 2, 3]);
-        // SPEC §8.4's own examples.
+        // docs/http-api.md's own examples.
         let spec = [(1, 2), (2, 2), (3, 1)];
         assert_eq!(
             Styler::new(RankStyle::Competition, 0).page(&spec),

@@ -1,4 +1,4 @@
-//! Unions of scopes (SPEC §8.3): `scope=a&scope=b` (repeatable) or
+//! Unions of scopes (docs/http-api.md): `scope=a&scope=b` (repeatable) or
 //! `scope=*` reads several scopes of a scoped board as one board, on any of
 //! its views, `last:<N><unit>` included. This module owns what such a
 //! request asks for ([`ScopeUnion`]), its plan (the scope instances' keys

@@ -1,5 +1,5 @@
 //! Live reads that need more than `ZRANGE`/`ZRANK`: ranks in the
-//! competition and dense styles (SPEC §8.4) and the entries of a list of
+//! competition and dense styles (docs/http-api.md) and the entries of a list of
 //! members (a friends board), each one call of the read script
 //! (`ranks.lua`), so a page and the counts its ranks come from are one
 //! atomic look at the view, in one round trip. The numbering itself is

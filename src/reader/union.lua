@@ -1,4 +1,4 @@
--- rankflow union script (SPEC §8.3): a `last:<N><unit>` view, or a union of
+-- rankflow union script (docs/http-api.md): a `last:<N><unit>` view, or a union of
 -- scopes, computed at read time from the boards it covers, into a result key
 -- that lives `[http] union_cache`. On a Redis Cluster every key is in one
 -- slot (the instance's, or the board's for a board kept in one slot).

@@ -1,4 +1,4 @@
-//! Rolling views computed at read time (SPEC §8.3): `last:<N><unit>`, the
+//! Rolling views computed at read time (docs/http-api.md): `last:<N><unit>`, the
 //! union of the N most recent period boards of one instance (board and
 //! scope) up to the current period or the one `period=` names. This module
 //! owns the view grammar and its limits ([`parse`], [`max_n`], [`offered`]),

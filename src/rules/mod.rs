@@ -3,7 +3,7 @@
 //! board instance (`scope`). The expressions were compiled once at start-up
 //! ([`crate::expr`]); here they are only evaluated.
 //!
-//! A composite board (SPEC §8.2) evaluates each field's filter and
+//! A composite board (docs/score-encoding.md) evaluates each field's filter and
 //! expression: a field whose filter fails carries no value from the event,
 //! and a board none of whose fields matched is filtered for that event.
 //! Field values must be integers in [−2^53, 2^53]: exact means exact, so a

@@ -50,7 +50,7 @@ impl Agg {
     }
 }
 
-/// A composite member's fields (SPEC §8.2), each a value and the time it
+/// A composite member's fields (docs/score-encoding.md), each a value and the time it
 /// was reached, combined field by field with the field's own rule. The
 /// tuple's tie time is the latest of its fields' times: when the member
 /// reached its current tuple. A field without a value is `None`.

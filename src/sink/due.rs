@@ -1,4 +1,4 @@
-//! The write side of the archive's due set (SPEC §8.1,
+//! The write side of the archive's due set (docs/history.md,
 //! docs/redis-layout.md): every period of an archived view that a batch
 //! touches is `ZADD NX`ed into `<prefix>:archive:due` (member
 //! `{<tag>}:<view id>`, score its close time `end + grace`) before the

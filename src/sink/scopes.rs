@@ -1,4 +1,4 @@
-//! The write side of the scope registries (SPEC §8.3, docs/redis-layout.md):
+//! The write side of the scope registries (docs/http-api.md, docs/redis-layout.md):
 //! for `scope=*` a reader must know which scope values of a scoped board
 //! have data in a view, and a Redis Cluster has no cheap way to list keys.
 //! So every view of a scoped board keeps a registry, the sorted set

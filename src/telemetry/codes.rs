@@ -6,7 +6,7 @@
 //! at start-up and the docs all take them from here (a test checks the
 //! README against these lists).
 
-/// What happened to one message (SPEC §6, label `outcome` of
+/// What happened to one message (docs/metrics.md, label `outcome` of
 /// `rankflow_events_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Outcome {

@@ -1,7 +1,7 @@
 //! Everything rankflow reports about itself: the bounded label vocabularies
 //! ([`codes`]), the internal events that log and count together
 //! ([`events`], the only place that writes a metric), the metric names
-//! (SPEC §6), the Prometheus recorder behind `/metrics` with the metrics'
+//! (docs/metrics.md), the Prometheus recorder behind `/metrics` with the metrics'
 //! descriptions, and logging set-up.
 //!
 //! Metrics are emitted per batch, not per event, and every label value comes

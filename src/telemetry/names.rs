@@ -1,4 +1,4 @@
-//! Metric names (SPEC §6, a contract with the dashboards) and histogram
+//! Metric names (docs/metrics.md, a contract with the dashboards) and histogram
 //! buckets. Only [`super::events`] and the recorder set-up use them.
 
 pub const EVENTS: &str = "rankflow_events_total";
@@ -31,7 +31,7 @@ pub const ARCHIVE_OLDEST_PENDING: &str = "rankflow_archive_oldest_pending_second
 pub const ARCHIVE_ERRORS: &str = "rankflow_archive_errors_total";
 /// Time to copy one period.
 pub const ARCHIVE_COPY_SECONDS: &str = "rankflow_archive_copy_seconds";
-/// Server-Sent Events streams open now (SPEC §8.5).
+/// Server-Sent Events streams open now (docs/http-api.md).
 pub const STREAMS_OPEN: &str = "rankflow_streams_open";
 /// Changes pushed by the live-view pollers, by kind (`top`, `member`):
 /// counted once per poller tick that changed, not once per client.

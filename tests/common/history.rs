@@ -1,6 +1,6 @@
-//! Shared pieces of the end-to-end history tests (SPEC §8.1): archived
+//! Shared pieces of the end-to-end history tests (docs/history.md): archived
 //! boards over one hour of events, their final standings computed the plain
-//! way (a sort by the board's order, written here from the SPEC, not taken
+//! way (a sort by the board's order, written here from docs/history.md, not taken
 //! from rankflow), and reads of the archive tables.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The fan-out behind live views (SPEC §8.5, issue 13 point 3): one poller
+//! The fan-out behind live views (docs/http-api.md, issue 13 point 3): one poller
 //! task per distinct stream query, shared by every client of that query,
 //! and the cap on open streams.
 //!
@@ -26,8 +26,8 @@ use tokio::time::MissedTickBehavior;
 use crate::api::ApiError;
 use crate::telemetry::events::{StreamPushed, StreamsOpen};
 
-/// How often a poller reads its view: the "at most every 250 ms" of SPEC
-/// §8.5, and the most Redis reads one view costs per second.
+/// How often a poller reads its view: the "at most every 250 ms" of live
+/// views (docs/http-api.md), and the most Redis reads one view costs per second.
 pub const TICK: Duration = Duration::from_millis(250);
 
 /// One published state of a view.

@@ -1,5 +1,5 @@
 -- rankflow archive, version 3: each row's rank in the other styles of
--- SPEC §8.4, computed while the rows are copied in rank order, so archived
+-- docs/http-api.md, computed while the rows are copied in rank order, so archived
 -- reads of every style are index lookups. Equal scores share a rank:
 -- rank_competition is the first rank holding the score (1, 1, 3),
 -- rank_dense counts the distinct scores down to it (1, 1, 2).

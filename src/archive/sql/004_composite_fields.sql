@@ -1,4 +1,4 @@
--- rankflow archive, version 4: composite boards (SPEC §8.2) keep every
+-- rankflow archive, version 4: composite boards (docs/score-encoding.md) keep every
 -- field of every member, exactly.
 --
 -- rankflow_archived_periods.fields names the board's fields in rank order

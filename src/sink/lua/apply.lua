@@ -40,7 +40,7 @@
 --         member I4 c0, value d [, time d] [, bucket I4 (1-based, into the
 --         ends)]
 --       (time unless the instance is a plain sum: agg "sum", tie "n", no
---        window; bucket for windows). Composite boards (SPEC §8.2; agg "c"
+--        window; bucket for windows). Composite boards (docs/score-encoding.md; agg "c"
 --       .. {rule, code} x nfields .. direction, e.g. "csdsanpa"... see
 --       src/board/composite.rs `script_code`): per update member I4 c0,
 --       then per field a byte B (0: the event gave it no value; 1: value d,
