@@ -1,10 +1,10 @@
-//! What a rolling view `last:7d` (SPEC §8.3, issue 12 point 7) costs at read
+//! What a rolling view `last:7d` (docs/http-api.md, issue 12 point 7) costs at read
 //! time, against keeping the same answer as a `7d/1d` window at write time.
 //!
 //! 1. Seven UTC day boards (today and the 6 days before) of
 //!    `BENCH_UNION_MEMBERS` members each (default 100,000; 1.5 times as many
 //!    distinct members over the week, random scores) are loaded straight
-//!    into Redis in the key layout of SPEC §3 (pipelined `ZADD`, and `HSET`
+//!    into Redis in the key layout of docs/redis-layout.md (pipelined `ZADD`, and `HSET`
 //!    of `:t` for the tie-break board): a loading shortcut, the write path
 //!    has its own tests. Then `GET /v1/boards/<b>/last:7d/top?limit=10`
 //!    through rankflow's HTTP router (in-process, real Redis):
@@ -160,7 +160,7 @@ fn member(m: u64) -> String {
 }
 
 /// Writes the days into `board`'s day keys as the apply script lays them
-/// out (SPEC §3; docs/score-encoding.md for the tie-break board).
+/// out (docs/redis-layout.md; docs/score-encoding.md for the tie-break board).
 async fn load(redis: &Redis, prefix: &str, board: &str, tied: bool, week: &[(NaiveDate, Day)]) {
     let mut c = slow_conn(redis).await;
     for (date, day) in week {

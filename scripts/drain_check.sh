@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SIGTERM rankflow while it catches up on a queued backlog of window-board
-# events, and print how long it took to drain, commit and exit (SPEC §4:
+# events, and print how long it took to drain, commit and exit (docs/guarantees.md:
 # within 10 s). BENCHMARKS.md round 6 has the figures.
 # DRAIN_EVENTS (default 1000000) events are queued; SIGTERM is sent once
 # DRAIN_AFTER (default 300000) are applied.
