@@ -35,14 +35,7 @@ async fn exact_on_cluster(
     let app = InProcess::start(&setup, clock).await;
     wait_boards(&cluster, &setup, &expect, Duration::from_secs(90)).await;
     // The board instances really are spread over the three primaries.
-    let mut per_node = Vec::new();
-    for n in &cluster.nodes {
-        per_node.push(n.keys(&format!("{}:{{*", setup.prefix)).await.len());
-    }
-    assert!(
-        per_node.iter().filter(|k| **k > 0).count() >= 2,
-        "keys per node: {per_node:?}"
-    );
+    let per_node = cluster.spread(&format!("{}:{{*", setup.prefix)).await;
     let (status, body) = get_json(&app.url("/v1/boards/star_coins/all/top?limit=3")).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["total"], expect["star_coins/all"].len());

@@ -1,5 +1,6 @@
-//! Composite boards (docs/score-encoding.md) against a reference model written here from
-//! the spec, never from the code under test:
+//! Composite boards (docs/score-encoding.md) against the reference model of
+//! `tests/common/composite.rs`, written from the spec, never from the code
+//! under test:
 //! - random composite boards (1-4 fields, random orders, aggregates and
 //!   tie-breaks) fed random events with out-of-order times, in several
 //!   batches, through the rules, the batch and the Lua script into a real
@@ -12,182 +13,20 @@
 
 mod common;
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::composite::*;
 use common::direct::Direct;
 use common::*;
 use rankflow::clock::{ManualClock, SharedClock};
-use rankflow::reader::Query;
 use rankflow::reader::ranks::RankStyle;
 use serde_json::json;
 
-const MAX: i64 = 1 << 53;
 const T0: i64 = 1_763_700_000_000;
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Rule {
-    Sum,
-    Max,
-    Min,
-    Last,
-}
-
-/// One field as the test defines it: rule and whether higher is better.
-#[derive(Debug, Clone, Copy)]
-struct FieldDef {
-    rule: Rule,
-    desc: bool,
-}
-
-#[derive(Debug, Clone)]
-struct BoardDef {
-    name: String,
-    fields: Vec<FieldDef>,
-    /// "none", "earliest" or "latest".
-    tie: &'static str,
-}
-
-/// A small deterministic generator (xorshift64*), so a failure replays.
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-impl BoardDef {
-    fn random(g: &mut Gen, name: String) -> BoardDef {
-        let n = 1 + g.below(4) as usize;
-        let fields = (0..n)
-            .map(|_| FieldDef {
-                rule: [Rule::Sum, Rule::Max, Rule::Min, Rule::Last][g.below(4) as usize],
-                desc: g.below(2) == 0,
-            })
-            .collect();
-        let tie = ["none", "earliest", "latest"][g.below(3) as usize];
-        BoardDef { name, fields, tie }
-    }
-
-    /// Sum fields read the small `s<i>` values (no overflow), the others
-    /// `v<i>`, which include ±2^53.
-    fn source(&self, i: usize) -> String {
-        match self.fields[i].rule {
-            Rule::Sum => format!("s{i}"),
-            _ => format!("v{i}"),
-        }
-    }
-
-    fn toml(&self) -> String {
-        let fields: Vec<String> = self
-            .fields
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let rule = format!("{:?}", f.rule).to_lowercase();
-                let order = if f.desc { "desc" } else { "asc" };
-                let src = self.source(i);
-                format!(
-                    "  {{ field = \"f{i}\", score = \"{src}\", filter = \"has({src})\", aggregate = \"{rule}\", order = \"{order}\" }},"
-                )
-            })
-            .collect();
-        format!(
-            "[[board]]\nname = \"{}\"\nevent = \"score\"\nmember = \"user_id\"\nperiods = [\"all\"]\ntie_break = \"{}\"\norder_by = [\n{}\n]\n",
-            self.name,
-            self.tie,
-            fields.join("\n")
-        )
-    }
-}
-
-/// The aggregate rules as docs/configuration.md / docs state them, on (value, time):
-/// sum adds and keeps the latest time; max/min keep the best value and the
-/// earliest time it was reached; last keeps the value of the latest time
-/// (the greater value on equal times).
-fn fold(rule: Rule, acc: Option<(i64, i64)>, v: i64, t: i64) -> (i64, i64) {
-    let Some((a, at)) = acc else { return (v, t) };
-    match rule {
-        Rule::Sum => (a + v, at.max(t)),
-        Rule::Max if v > a || (v == a && t < at) => (v, t),
-        Rule::Min if v < a || (v == a && t < at) => (v, t),
-        Rule::Last if t > at || (t == at && v > a) => (v, t),
-        _ => (a, at),
-    }
-}
-
-/// Per member: each field's (value, time reached).
-type Model = BTreeMap<String, Vec<Option<(i64, i64)>>>;
-
-fn model(def: &BoardDef, events: &[serde_json::Value]) -> Model {
-    let mut out: Model = BTreeMap::new();
-    for e in events {
-        let member = e["user_id"].as_str().unwrap_or_default().to_string();
-        let t = e["ts"].as_i64().unwrap_or_default();
-        let values: Vec<Option<i64>> = (0..def.fields.len())
-            .map(|i| e[def.source(i)].as_i64())
-            .collect();
-        if values.iter().all(Option::is_none) {
-            continue;
-        }
-        let state = out
-            .entry(member)
-            .or_insert_with(|| vec![None; def.fields.len()]);
-        for (i, v) in values.into_iter().enumerate() {
-            if let Some(v) = v {
-                state[i] = Some(fold(def.fields[i].rule, state[i], v, t));
-            }
-        }
-    }
-    out
-}
-
-/// Members in rank order with their field values: fields in order (a
-/// missing value after every value), then tie time, then member bytes in
-/// the listing direction (descending for a `desc` first field).
-fn ranked(def: &BoardDef, m: &Model) -> Vec<(String, Vec<Option<i64>>)> {
-    let tie_time = |s: &Vec<Option<(i64, i64)>>| s.iter().flatten().map(|x| x.1).max().unwrap_or(0);
-    let mut rows: Vec<_> = m.iter().collect();
-    rows.sort_by(|(ma, a), (mb, b)| {
-        for (i, f) in def.fields.iter().enumerate() {
-            let c = match (a[i], b[i]) {
-                (None, None) => Ordering::Equal,
-                (None, Some(_)) => Ordering::Greater,
-                (Some(_), None) => Ordering::Less,
-                (Some(x), Some(y)) if f.desc => y.0.cmp(&x.0),
-                (Some(x), Some(y)) => x.0.cmp(&y.0),
-            };
-            if c != Ordering::Equal {
-                return c;
-            }
-        }
-        let t = match def.tie {
-            "earliest" => tie_time(a).cmp(&tie_time(b)),
-            "latest" => tie_time(b).cmp(&tie_time(a)),
-            _ => Ordering::Equal,
-        };
-        t.then_with(|| {
-            if def.fields[0].desc {
-                mb.as_bytes().cmp(ma.as_bytes())
-            } else {
-                ma.as_bytes().cmp(mb.as_bytes())
-            }
-        })
-    });
-    rows.into_iter()
-        .map(|(m, s)| (m.clone(), s.iter().map(|x| x.map(|(v, _)| v)).collect()))
-        .collect()
-}
+/// What the random boards keep.
+const ALL: &str = "periods = [\"all\"]";
 
 /// `n` events of `members` users over `games` games (the scope of scoped
 /// boards), with random field values and out-of-order times.
@@ -223,16 +62,6 @@ fn random_events(g: &mut Gen, n: usize, members: u64, games: u64) -> Vec<serde_j
         .collect()
 }
 
-fn query(board: &str) -> Query {
-    Query {
-        board: board.to_string(),
-        view: "all".to_string(),
-        scope: None,
-        scope_union: None,
-        period: None,
-    }
-}
-
 /// Reference ranks in rank order, per style [ordinal, competition, dense],
 /// from the model's order alone: tied = all fields equal (docs/http-api.md).
 fn styled_ranks(expected: &[(String, Vec<Option<i64>>)]) -> Vec<[u64; 3]> {
@@ -263,7 +92,7 @@ async fn check_styles(
     index_key: &str,
 ) {
     let want = styled_ranks(expected);
-    let q = query(&def.name);
+    let q = query(&def.name, "all");
     let ranks_of = |l: &[rankflow::reader::Entry]| -> Vec<(String, u64)> {
         l.iter().map(|e| (e.member.clone(), e.rank)).collect()
     };
@@ -343,11 +172,6 @@ async fn check_styles(
     );
 }
 
-/// What the reader gives for a field map: values in field order.
-fn field_values(fields: &serde_json::Value, n: usize) -> Vec<Option<i64>> {
-    (0..n).map(|i| fields[format!("f{i}")].as_i64()).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_composite_boards_in_redis_rank_as_the_reference_model() {
     let redis = Redis::start();
@@ -358,7 +182,7 @@ async fn random_composite_boards_in_redis_rank_as_the_reference_model() {
         let defs: Vec<BoardDef> = (0..6)
             .map(|b| BoardDef::random(&mut g, format!("c{b}")))
             .collect();
-        let text: String = defs.iter().map(BoardDef::toml).collect();
+        let text: String = defs.iter().map(|d| d.toml(ALL)).collect();
         let prefix = unique("rf");
         let mut direct = Direct::new(&redis.url(), &prefix, &text, T0 + 60_000).await;
         let events = random_events(&mut g, 120, 12, 1);
@@ -385,32 +209,16 @@ async fn random_composite_boards_in_redis_rank_as_the_reference_model() {
         let reader = direct.reader();
         for def in &defs {
             let expected = ranked(def, &model(def, &events));
-            let list = reader.top(&query(&def.name), 0, 1000).await.expect("top");
-            let got: Vec<(String, Vec<Option<i64>>)> = list
-                .entries
-                .iter()
-                .map(|e| {
-                    let fields = serde_json::to_value(&e.fields).expect("fields serialize");
-                    (e.member.clone(), field_values(&fields, def.fields.len()))
-                })
-                .collect();
+            // Each listed member's own rank is checked too, found without
+            // scanning (K:f lookup).
+            let (entries, got) = read_view(&reader, def, "all").await;
             assert_eq!(got, expected, "round {round}, {def:?}");
-            for (e, (_, want)) in list.entries.iter().zip(&expected) {
+            for (e, (_, want)) in entries.iter().zip(&expected) {
                 // "score" is the first field; a board without it lists last.
                 match want[0] {
                     Some(v) => assert_eq!(e.score, v as f64, "{def:?}"),
                     None => assert!(e.score.is_infinite(), "{def:?}"),
                 }
-            }
-            // Each member's own rank, found without scanning (K:f lookup).
-            for (rank, (member, want)) in expected.iter().enumerate() {
-                let m = reader
-                    .member(&query(&def.name), member)
-                    .await
-                    .expect("member");
-                let fields = serde_json::to_value(&m.fields).expect("fields");
-                assert_eq!(m.rank, rank as u64 + 1, "{member} in {def:?}");
-                assert_eq!(&field_values(&fields, def.fields.len()), want);
             }
             total_members += expected.len();
             checked_boards += 1;
@@ -445,9 +253,7 @@ async fn scoped_composite_boards_rank_as_the_model_on_a_cluster() {
         },
     ];
     def.tie = "earliest";
-    let text = def
-        .toml()
-        .replace("periods", "scope = \"game_id\"\nperiods");
+    let text = def.toml(&format!("scope = \"game_id\"\n{ALL}"));
     let setup = Setup::new_cluster(&broker, &cluster, &text);
     broker.create_topic(&setup.topic, 4).await;
     let events = random_events(&mut g, 600, 20, 6);
@@ -478,23 +284,7 @@ async fn scoped_composite_boards_rank_as_the_model_on_a_cluster() {
         "every game's board as the model",
         || async {
             for (game, want) in games.iter().zip(&expected) {
-                let url = app.url(&format!(
-                    "/v1/boards/per_game/all/top?scope={game}&limit=100"
-                ));
-                let (status, body) = get_json(&url).await;
-                if status != 200 {
-                    return None;
-                }
-                let got: Vec<(String, Vec<Option<i64>>)> = body["entries"]
-                    .as_array()?
-                    .iter()
-                    .map(|e| {
-                        (
-                            e["member"].as_str().unwrap_or_default().to_string(),
-                            field_values(&e["fields"], n),
-                        )
-                    })
-                    .collect();
+                let got = api_rows(&app, "per_game", "all", game, n).await?;
                 if got != *want {
                     return None;
                 }
@@ -515,18 +305,9 @@ async fn scoped_composite_boards_rank_as_the_model_on_a_cluster() {
     slots.sort_unstable();
     slots.dedup();
     // The instances (each with its K:f beside it) really are spread.
-    let mut per_node = Vec::new();
-    for n in &cluster.nodes {
-        per_node.push(
-            n.keys(&format!("{}:{{per_game:*", setup.prefix))
-                .await
-                .len(),
-        );
-    }
-    assert!(
-        per_node.iter().filter(|k| **k > 0).count() >= 2,
-        "keys per node: {per_node:?}"
-    );
+    let per_node = cluster
+        .spread(&format!("{}:{{per_game:*", setup.prefix))
+        .await;
     assert_eq!(
         per_node.iter().sum::<usize>(),
         24,
@@ -560,7 +341,7 @@ async fn a_sum_past_two_to_the_53_is_an_overflow_not_a_rounding() {
     assert_eq!(report.boards[0].overflow, 1, "{report:?}");
     let list = direct
         .reader()
-        .top(&query("big"), 0, 10)
+        .top(&query("big", "all"), 0, 10)
         .await
         .expect("top");
     let rows: Vec<(String, f64, serde_json::Value)> = list
@@ -802,32 +583,9 @@ async fn the_stage_clear_board_ranks_end_to_end_through_kafka() {
 
 // ------------------------------------------------------------ check
 
-fn check(boards: &str) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("c.toml");
-    let text = format!(
-        "[kafka]\nbrokers = \"127.0.0.1:{}\"\ntopics = [\"events\"]\n[redis]\nurl = \"redis://127.0.0.1:{}\"\n[http]\nlisten = \"127.0.0.1:0\"\n{boards}",
-        free_port(),
-        free_port()
-    );
-    std::fs::write(&file, text).expect("write config");
-    let out = Command::new(env!("CARGO_BIN_EXE_rankflow"))
-        .args(["check", "-c"])
-        .arg(&file)
-        .stdin(Stdio::null())
-        .output()
-        .expect("rankflow runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code(), text)
-}
-
 #[test]
 fn check_prints_field_ranges_and_refuses_bad_definitions_where_they_are() {
-    let (code, out) = check(STAGES);
+    let (code, out) = check_boards(STAGES);
     assert_eq!(code, Some(0), "{out}");
     for field in [
         "levels (sum desc)",
@@ -878,7 +636,7 @@ fn check_prints_field_ranges_and_refuses_bad_definitions_where_they_are() {
     ] {
         let text = STAGES.replacen(from, to, 1);
         assert_ne!(text, STAGES, "{from}");
-        let (code, out) = check(&text);
+        let (code, out) = check_boards(&text);
         assert_eq!(code, Some(2), "{to}: {out}");
         assert!(
             out.contains("board `stage_clears` (#1)") && out.contains(says),
@@ -921,7 +679,7 @@ order_by = [
         "no index kept"
     );
     let reader = direct.reader();
-    let q = query("noidx");
+    let q = query("noidx", "all");
     let page = reader
         .top_ranked(&q, 0, 10, RankStyle::Competition)
         .await

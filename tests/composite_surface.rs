@@ -107,21 +107,8 @@ async fn boards_listing_and_top_show_every_field() {
 
 #[test]
 fn check_describes_fields_and_warns_about_undeclared_attributes() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("c.toml");
     let board = BOARD.replace("score = \"rv\"", "score = \"revive_count\"");
-    let text = format!(
-        "[kafka]\nbrokers = \"127.0.0.1:{}\"\ntopics = [\"events\"]\n[redis]\nurl = \"redis://127.0.0.1:{}\"\n{board}",
-        free_port(),
-        free_port()
-    );
-    std::fs::write(&file, text).expect("write config");
-    let out = Command::new(env!("CARGO_BIN_EXE_rankflow"))
-        .args(["check", "-c"])
-        .arg(&file)
-        .stdin(Stdio::null())
-        .output()
-        .expect("rankflow runs");
+    let out = check_output(&board);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(

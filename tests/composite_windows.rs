@@ -2,7 +2,8 @@
 //! and rolling (`3d/1d` in Tokyo, and in New York just after a 23-hour
 //! day), through the rules, the
 //! batch and the Lua script into a real Redis, checked against references
-//! written here from the spec, never from the code under test:
+//! written from the spec, never from the code under test (the composite
+//! model of `tests/common/composite.rs`, and the windows' buckets here):
 //! - random composite boards fed random events with out-of-order times
 //!   while the clock moves: after every step each window ranks and holds
 //!   exactly what the fields' rules give over the events whose bucket is
@@ -22,20 +23,16 @@
 
 mod common;
 
-use std::cmp::Ordering;
-use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::composite::*;
 use common::direct::Direct;
 use common::*;
 use rankflow::clock::{ManualClock, SharedClock};
-use rankflow::reader::Query;
 use rankflow::sink::batch::Outcome;
 use serde_json::json;
 
-const MAX: i64 = 1 << 53;
 /// The clock starts at the real time's last whole minute: keys expire in
 /// Redis's real time, so a clock in the past would see its windows' keys
 /// expire as they are written.
@@ -47,42 +44,6 @@ const SEC: i64 = 1000;
 const MIN: i64 = 60_000;
 const HOUR: i64 = 3_600_000;
 const DAY: i64 = 86_400_000;
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Rule {
-    Sum,
-    Max,
-    Min,
-    Last,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct FieldDef {
-    rule: Rule,
-    desc: bool,
-}
-
-#[derive(Debug, Clone)]
-struct BoardDef {
-    name: String,
-    fields: Vec<FieldDef>,
-    tie: &'static str,
-}
-
-/// xorshift64*: deterministic, so a failure replays.
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// The windows every random board keeps: view, length, and the end of the
 /// bucket holding an event, written from docs/redis-layout.md (epoch-aligned minutes;
@@ -106,126 +67,8 @@ const WINDOWS: [WindowDef; 2] = [
     },
 ];
 
-impl BoardDef {
-    fn random(g: &mut Gen, name: String) -> BoardDef {
-        let n = 1 + g.below(4) as usize;
-        let fields = (0..n)
-            .map(|_| FieldDef {
-                rule: [Rule::Sum, Rule::Max, Rule::Min, Rule::Last][g.below(4) as usize],
-                desc: g.below(2) == 0,
-            })
-            .collect();
-        let tie = ["none", "earliest", "latest"][g.below(3) as usize];
-        BoardDef { name, fields, tie }
-    }
-
-    /// Sum fields read small values (no overflow), the others values that
-    /// include ±2^53.
-    fn source(&self, i: usize) -> String {
-        match self.fields[i].rule {
-            Rule::Sum => format!("s{i}"),
-            _ => format!("v{i}"),
-        }
-    }
-
-    fn toml(&self) -> String {
-        let fields: Vec<String> = (0..self.fields.len())
-            .map(|i| {
-                let f = self.fields[i];
-                let rule = format!("{:?}", f.rule).to_lowercase();
-                let order = if f.desc { "desc" } else { "asc" };
-                let src = self.source(i);
-                format!(
-                    "  {{ field = \"f{i}\", score = \"{src}\", filter = \"has({src})\", aggregate = \"{rule}\", order = \"{order}\" }},"
-                )
-            })
-            .collect();
-        format!(
-            "[[board]]\nname = \"{}\"\nevent = \"score\"\nmember = \"user_id\"\nwindows = [\"10m/1m\", \"3d/1d\"]\ntimezone = \"Asia/Tokyo\"\ntie_break = \"{}\"\norder_by = [\n{}\n]\n",
-            self.name,
-            self.tie,
-            fields.join("\n")
-        )
-    }
-}
-
-/// The aggregate rules on (value, time), as the spec states them: sum adds
-/// and keeps the latest time; max/min keep the best value and the earliest
-/// time it was reached; last keeps the value of the latest time (the
-/// greater value on equal times).
-fn fold(rule: Rule, acc: Option<(i64, i64)>, v: i64, t: i64) -> (i64, i64) {
-    let Some((a, at)) = acc else { return (v, t) };
-    match rule {
-        Rule::Sum => (a + v, at.max(t)),
-        Rule::Max if v > a || (v == a && t < at) => (v, t),
-        Rule::Min if v < a || (v == a && t < at) => (v, t),
-        Rule::Last if t > at || (t == at && v > a) => (v, t),
-        _ => (a, at),
-    }
-}
-
-type Model = BTreeMap<String, Vec<Option<(i64, i64)>>>;
-
-/// Each member's fields over `events` (those of the window).
-fn model<'a>(def: &BoardDef, events: impl Iterator<Item = &'a serde_json::Value>) -> Model {
-    let mut out: Model = BTreeMap::new();
-    for e in events {
-        let member = e["user_id"].as_str().unwrap_or_default().to_string();
-        let t = e["ts"].as_i64().unwrap_or_default();
-        let values: Vec<Option<i64>> = (0..def.fields.len())
-            .map(|i| e[def.source(i)].as_i64())
-            .collect();
-        if values.iter().all(Option::is_none) {
-            continue;
-        }
-        let state = out
-            .entry(member)
-            .or_insert_with(|| vec![None; def.fields.len()]);
-        for (i, v) in values.into_iter().enumerate() {
-            if let Some(v) = v {
-                state[i] = Some(fold(def.fields[i].rule, state[i], v, t));
-            }
-        }
-    }
-    out
-}
-
-/// Members in rank order with their values: fields (a missing value after
-/// every value), tie time (the latest of the fields' times), member bytes
-/// in the listing direction.
-fn ranked(def: &BoardDef, m: &Model) -> Vec<(String, Vec<Option<i64>>)> {
-    let tie_time = |s: &Vec<Option<(i64, i64)>>| s.iter().flatten().map(|x| x.1).max().unwrap_or(0);
-    let mut rows: Vec<_> = m.iter().collect();
-    rows.sort_by(|(ma, a), (mb, b)| {
-        for (i, f) in def.fields.iter().enumerate() {
-            let c = match (a[i], b[i]) {
-                (None, None) => Ordering::Equal,
-                (None, Some(_)) => Ordering::Greater,
-                (Some(_), None) => Ordering::Less,
-                (Some(x), Some(y)) if f.desc => y.0.cmp(&x.0),
-                (Some(x), Some(y)) => x.0.cmp(&y.0),
-            };
-            if c != Ordering::Equal {
-                return c;
-            }
-        }
-        let t = match def.tie {
-            "earliest" => tie_time(a).cmp(&tie_time(b)),
-            "latest" => tie_time(b).cmp(&tie_time(a)),
-            _ => Ordering::Equal,
-        };
-        t.then_with(|| {
-            if def.fields[0].desc {
-                mb.as_bytes().cmp(ma.as_bytes())
-            } else {
-                ma.as_bytes().cmp(mb.as_bytes())
-            }
-        })
-    });
-    rows.into_iter()
-        .map(|(m, s)| (m.clone(), s.iter().map(|x| x.map(|(v, _)| v)).collect()))
-        .collect()
-}
+/// What every random board keeps: both windows, in Tokyo.
+const WINDOWED: &str = "windows = [\"10m/1m\", \"3d/1d\"]\ntimezone = \"Asia/Tokyo\"";
 
 /// `n` events at clock `now`, out of order: most within the last 15
 /// minutes (some already out of the 10-minute window), a quarter up to four
@@ -266,20 +109,6 @@ fn random_events(g: &mut Gen, n: usize, now: i64, next_id: &mut u64) -> Vec<serd
         .collect()
 }
 
-fn query(board: &str, view: &str) -> Query {
-    Query {
-        board: board.to_string(),
-        view: view.to_string(),
-        scope: None,
-        scope_union: None,
-        period: None,
-    }
-}
-
-fn field_values(fields: &serde_json::Value, n: usize) -> Vec<Option<i64>> {
-    (0..n).map(|i| fields[format!("f{i}")].as_i64()).collect()
-}
-
 /// A window of `def` as read through the reader (which trims it to the
 /// clock first): members in rank order with their fields, after checking
 /// each member's own rank (found through K:f, without a scan).
@@ -288,25 +117,7 @@ async fn read_window(
     def: &BoardDef,
     view: &str,
 ) -> Vec<(String, Vec<Option<i64>>)> {
-    let reader = direct.reader();
-    let q = query(&def.name, view);
-    let list = reader.top(&q, 0, 1000).await.expect("top");
-    let n = def.fields.len();
-    let rows: Vec<(String, Vec<Option<i64>>)> = list
-        .entries
-        .iter()
-        .map(|e| {
-            let fields = serde_json::to_value(&e.fields).expect("fields serialize");
-            (e.member.clone(), field_values(&fields, n))
-        })
-        .collect();
-    for (rank, (member, want)) in rows.iter().enumerate() {
-        let m = reader.member(&q, member).await.expect("member");
-        let fields = serde_json::to_value(&m.fields).expect("fields");
-        assert_eq!(m.rank, rank as u64 + 1, "{member} in {view} of {def:?}");
-        assert_eq!(&field_values(&fields, n), want, "{member}");
-    }
-    rows
+    read_view(&direct.reader(), def, view).await.1
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -371,7 +182,7 @@ async fn random_rounds(redis: &Redis, windows: &[WindowDef], zone: &str, start: 
             .collect();
         let text: String = defs
             .iter()
-            .map(|d| d.toml().replace("Asia/Tokyo", zone))
+            .map(|d| d.toml(WINDOWED).replace("Asia/Tokyo", zone))
             .collect();
         let mut direct = Direct::new(&redis.url(), &unique("rfw"), &text, start).await;
         let mut applied: Vec<serde_json::Value> = Vec::new();
@@ -596,32 +407,9 @@ async fn buckets_leave_one_by_one_and_each_rule_stays_exact() {
     println!("trio: 3 buckets left one by one; last, sum, max and min exact at each step");
 }
 
-fn check(boards: &str) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("c.toml");
-    let text = format!(
-        "[kafka]\nbrokers = \"127.0.0.1:{}\"\ntopics = [\"events\"]\n[redis]\nurl = \"redis://127.0.0.1:{}\"\n[http]\nlisten = \"127.0.0.1:0\"\n{boards}",
-        free_port(),
-        free_port()
-    );
-    std::fs::write(&file, text).expect("write config");
-    let out = Command::new(env!("CARGO_BIN_EXE_rankflow"))
-        .args(["check", "-c"])
-        .arg(&file)
-        .stdin(Stdio::null())
-        .output()
-        .expect("rankflow runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code(), text)
-}
-
 #[test]
 fn check_accepts_composite_windows_and_says_what_they_keep() {
-    let (code, out) = check(TRIO);
+    let (code, out) = check_boards(TRIO);
     assert_eq!(code, Some(0), "{out}");
     for says in [
         "s = the total of its events in the window",
@@ -662,36 +450,6 @@ async fn a_plain_window_bucket_with_one_member_expires() {
     assert!(ttl > 3 * MIN + DAY - MIN, "{bucket}: PTTL {ttl}");
 }
 
-/// What the API lists for a scoped window: (member, fields) in rank order,
-/// or `None` while it does not answer 200.
-async fn api_window(
-    app: &InProcess,
-    board: &str,
-    view: &str,
-    scope: &str,
-    n: usize,
-) -> Option<Vec<(String, Vec<Option<i64>>)>> {
-    let url = app.url(&format!(
-        "/v1/boards/{board}/{view}/top?scope={scope}&limit=100"
-    ));
-    let (status, body) = get_json(&url).await;
-    if status != 200 {
-        return None;
-    }
-    Some(
-        body["entries"]
-            .as_array()?
-            .iter()
-            .map(|e| {
-                (
-                    e["member"].as_str().unwrap_or_default().to_string(),
-                    field_values(&e["fields"], n),
-                )
-            })
-            .collect(),
-    )
-}
-
 /// A scoped composite board with both windows on a 3-primary Redis
 /// Cluster through tansu: every game's instance (its buckets, K:f and K:ord
 /// in its own slot) holds the model of its game's events in the window,
@@ -719,9 +477,7 @@ async fn scoped_composite_windows_hold_the_model_on_a_cluster() {
         ],
         tie: "earliest",
     };
-    let text = def
-        .toml()
-        .replace("windows", "scope = \"game_id\"\nwindows");
+    let text = def.toml(&format!("scope = \"game_id\"\n{WINDOWED}"));
     let setup = Setup::new_cluster(&broker, &cluster, &text);
     broker.create_topic(&setup.topic, 4).await;
     let start = t0() + 30 * SEC;
@@ -758,7 +514,7 @@ async fn scoped_composite_windows_hold_the_model_on_a_cluster() {
         let mut out = Vec::new();
         for w in &WINDOWS {
             for game in &games {
-                out.push(api_window(&app, "per_game", w.view, game, n).await?);
+                out.push(api_rows(&app, "per_game", w.view, game, n).await?);
             }
         }
         Some(out)
@@ -781,18 +537,9 @@ async fn scoped_composite_windows_hold_the_model_on_a_cluster() {
     assert_ne!(later, want, "the move must evict something");
     let got = read_all().await.expect("windows answer");
     assert_eq!(got, later, "after the clock moved");
-    let mut per_node = Vec::new();
-    for node in &cluster.nodes {
-        per_node.push(
-            node.keys(&format!("{}:{{per_game:*", setup.prefix))
-                .await
-                .len(),
-        );
-    }
-    assert!(
-        per_node.iter().filter(|k| **k > 0).count() >= 2,
-        "keys per node: {per_node:?}"
-    );
+    let per_node = cluster
+        .spread(&format!("{}:{{per_game:*", setup.prefix))
+        .await;
     println!(
         "cluster: 400 events, 5 games x 2 composite windows as the model, before and after a 4-minute slide (keys per node {per_node:?})"
     );

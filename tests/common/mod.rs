@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod archive_env;
+pub mod composite;
 pub mod direct;
 pub mod history;
 pub mod offsets;
@@ -721,6 +722,20 @@ impl RedisCluster {
         all.sort();
         all
     }
+
+    /// How many keys matching `pattern` each node holds, after checking
+    /// that they really are spread: at least two nodes hold some.
+    pub async fn spread(&self, pattern: &str) -> Vec<usize> {
+        let mut per_node = Vec::new();
+        for n in &self.nodes {
+            per_node.push(n.keys(pattern).await.len());
+        }
+        assert!(
+            per_node.iter().filter(|k| **k > 0).count() >= 2,
+            "keys per node: {per_node:?}"
+        );
+        per_node
+    }
 }
 
 impl Zsets for RedisCluster {
@@ -976,6 +991,36 @@ impl Drop for Process {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `rankflow check` on a config of `boards` with a broker and a Redis on
+/// unused ports (check connects to neither) and the API on port 0.
+pub fn check_output(boards: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("c.toml");
+    let text = format!(
+        "[kafka]\nbrokers = \"127.0.0.1:{}\"\ntopics = [\"events\"]\n[redis]\nurl = \"redis://127.0.0.1:{}\"\n[http]\nlisten = \"127.0.0.1:0\"\n{boards}",
+        free_port(),
+        free_port()
+    );
+    std::fs::write(&file, text).expect("write config");
+    Command::new(env!("CARGO_BIN_EXE_rankflow"))
+        .args(["check", "-c"])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .expect("rankflow runs")
+}
+
+/// [`check_output`]'s exit code, and its standard output and error together.
+pub fn check_boards(boards: &str) -> (Option<i32>, String) {
+    let out = check_output(boards);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
 }
 
 // ---------------------------------------------------------------- HTTP
