@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 
 use common::direct::Direct;
@@ -70,19 +69,7 @@ async fn boards_listing_and_top_show_every_field() {
         "{boards}"
     );
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("top.toml");
-    let text = format!(
-        "{BOARD}\n[kafka]\nbrokers = \"127.0.0.1:1\"\ntopics = [\"t\"]\n[redis]\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\n",
-        redis.url()
-    );
-    std::fs::write(&config, text).expect("config");
-    let out = Command::new(env!("CARGO_BIN_EXE_rankflow"))
-        .args(["top", "stages", "all", "-c"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .output()
-        .expect("rankflow top runs");
+    let out = CliConfig::new(BOARD, &redis.url(), &prefix).run(&["top", "stages", "all"], &[]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let rows: Vec<Vec<String>> = text
         .lines()

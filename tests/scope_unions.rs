@@ -143,42 +143,20 @@ fn events() -> Vec<Ev> {
     out
 }
 
-/// Reference entries of the union of `games` over the Tokyo days
-/// `from ..= to`, in rank order: (member, value). `agg` "sum" or "max";
-/// `tie` None (ties by member bytes descending, as ZREVRANGE lists them) or
-/// "earliest" (by the union's tie time: the latest event of a sum, the
-/// first time a maximum was reached; then member bytes descending).
+/// The reference union of `games` over the Tokyo days `from ..= to` (see
+/// [`union_reference`]).
 fn reference(
     evs: &[Ev],
     games: &[&str],
-    (from, to): (NaiveDate, NaiveDate),
+    days: (NaiveDate, NaiveDate),
     agg: &str,
     tie: Option<&str>,
 ) -> Vec<(String, i64)> {
-    let mut acc: BTreeMap<String, (i64, i64)> = BTreeMap::new();
-    for (m, ts, p, g) in evs {
-        let d = local_date(*ts);
-        if d < from || d > to || !games.contains(&g.as_str()) {
-            continue;
-        }
-        let e = acc.entry(m.clone()).or_insert((0, i64::MIN));
-        match agg {
-            "sum" => *e = (e.0 + p, e.1.max(*ts)),
-            _ => {
-                if e.1 == i64::MIN || *p > e.0 {
-                    *e = (*p, *ts);
-                }
-            }
-        }
-    }
-    let mut rows: Vec<(String, i64, i64)> = acc.into_iter().map(|(m, (v, t))| (m, v, t)).collect();
-    rows.sort_by(|a, b| {
-        b.1.cmp(&a.1).then_with(|| match tie {
-            Some(_) => a.2.cmp(&b.2).then_with(|| b.0.cmp(&a.0)),
-            None => b.0.cmp(&a.0),
-        })
-    });
-    rows.into_iter().map(|(m, v, _)| (m, v)).collect()
+    let evs = evs
+        .iter()
+        .filter(|(.., g)| games.contains(&g.as_str()))
+        .map(|(m, ts, p, _)| (m.as_str(), *ts, *p));
+    union_reference(evs, days, agg, tie)
 }
 
 /// `scope=` parameters for `games`, URL-encoded.
@@ -442,32 +420,19 @@ async fn members_around_rank_styles_and_member_lists_work_on_a_scope_union() {
     );
     let view = format!("{base}/v1/boards/heat/last:7d");
     let sc = scope_params(&games);
-    let dense = |v: i64| {
-        1 + want
-            .iter()
-            .map(|(_, x)| *x)
-            .filter(|x| *x > v)
-            .collect::<BTreeSet<_>>()
-            .len() as u64
-    };
-    let comp = |v: i64| 1 + want.iter().filter(|(_, x)| *x > v).count() as u64;
     let (_, body) = get_json(&format!("{view}/top?limit=1000&rank=competition{sc}")).await;
-    let ranks: Vec<u64> = body["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .map(|e| e["rank"].as_u64().expect("rank"))
-        .collect();
     assert_eq!(
-        ranks,
-        want.iter().map(|(_, v)| comp(*v)).collect::<Vec<_>>()
+        ranks(&body),
+        want.iter()
+            .map(|(_, v)| competition_rank(&want, *v))
+            .collect::<Vec<_>>()
     );
     for (i, (m, v)) in want.iter().enumerate() {
         let (status, e) = get_json(&format!("{view}/members/{m}?rank=dense{sc}")).await;
         assert_eq!(status, 200, "{e}");
         assert_eq!(
             (e["rank"].as_u64(), e["score"].as_i64()),
-            (Some(dense(*v)), Some(*v))
+            (Some(dense_rank(&want, *v)), Some(*v))
         );
         let (_, e) = get_json(&format!("{view}/members/{m}?{}", &sc[1..])).await;
         assert_eq!(e["rank"].as_u64(), Some(i as u64 + 1), "{m}");
@@ -764,16 +729,8 @@ async fn rankflow_top_reads_a_union_of_two_scopes() {
     let prefix = unique("stop");
     let evs = events();
     let _d = applied(&redis.url(), &prefix, &evs).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("rankflow.toml");
-    let text = format!(
-        "{}\n[kafka]\nbrokers = \"127.0.0.1:1\"\ntopics = [\"t\"]\n[redis]\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\n",
-        boards_toml(),
-        redis.url(),
-    );
-    std::fs::write(&config, text).expect("config");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
-        .args([
+    let out = CliConfig::new(boards_toml(), &redis.url(), &prefix).run(
+        &[
             "top",
             "heat",
             "last:3d",
@@ -781,12 +738,13 @@ async fn rankflow_top_reads_a_union_of_two_scopes() {
             "2026-11-05",
             "--limit",
             "3",
-        ])
-        .args(["--scope", "g1", "--scope", "g2"])
-        .arg("-c")
-        .arg(&config)
-        .output()
-        .expect("rankflow runs");
+            "--scope",
+            "g1",
+            "--scope",
+            "g2",
+        ],
+        &[],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),

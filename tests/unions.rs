@@ -117,10 +117,8 @@ fn events() -> Vec<Ev> {
     out
 }
 
-/// Reference entries of a union of the Tokyo days `from ..= to`, in rank
-/// order: (member, value), for `agg` "sum" or "max" and the tie rule
-/// (None: ties by member bytes descending, as ZREVRANGE lists them;
-/// "earliest": by the union's tie time, then member bytes descending).
+/// The reference union of the Tokyo days `from ..= to` (see
+/// [`union_reference`]).
 fn reference(
     evs: &[Ev],
     from: NaiveDate,
@@ -128,33 +126,8 @@ fn reference(
     agg: &str,
     tie: Option<&str>,
 ) -> Vec<(String, i64)> {
-    // member -> (value, tie time)
-    let mut acc: BTreeMap<String, (i64, i64)> = BTreeMap::new();
-    for (m, ts, p) in evs {
-        let d = local_date(*ts);
-        if d < from || d > to {
-            continue;
-        }
-        let e = acc.entry(m.clone()).or_insert((0, i64::MIN));
-        match agg {
-            // Sum: the total, reached at its latest event in the range.
-            "sum" => *e = (e.0 + p, e.1.max(*ts)),
-            // Max: the largest, reached the first time it was seen.
-            _ => {
-                if e.1 == i64::MIN || *p > e.0 {
-                    *e = (*p, *ts);
-                }
-            }
-        }
-    }
-    let mut rows: Vec<(String, i64, i64)> = acc.into_iter().map(|(m, (v, t))| (m, v, t)).collect();
-    rows.sort_by(|a, b| {
-        b.1.cmp(&a.1).then_with(|| match tie {
-            Some(_) => a.2.cmp(&b.2).then_with(|| b.0.cmp(&a.0)),
-            None => b.0.cmp(&a.0),
-        })
-    });
-    rows.into_iter().map(|(m, v, _)| (m, v)).collect()
+    let evs = evs.iter().map(|(m, ts, p)| (m.as_str(), *ts, *p));
+    union_reference(evs, (from, to), agg, tie)
 }
 
 async fn applied(redis_url: &str, prefix: &str, evs: &[Ev], now: i64) -> Direct {
@@ -406,31 +379,15 @@ async fn every_read_and_rank_style_works_on_a_union_view() {
     for (board, agg, tie) in [("heat", "sum", None), ("speed", "sum", Some("earliest"))] {
         let want = reference(&evs, date(2026, 10, 30), date(2026, 11, 5), agg, tie);
         let view = format!("{base}/v1/boards/{board}/last:7d");
-        // Ranks by counting: competition = 1 + members strictly better,
-        // dense = 1 + distinct values strictly better.
-        let comp = |v: i64| 1 + want.iter().filter(|(_, x)| *x > v).count() as u64;
-        let dense = |v: i64| {
-            1 + want
-                .iter()
-                .map(|(_, x)| *x)
-                .filter(|x| *x > v)
-                .collect::<BTreeSet<_>>()
-                .len() as u64
-        };
+        // Ranks by counting.
         for (style, rank) in [
-            ("competition", &comp as &dyn Fn(i64) -> u64),
-            ("dense", &dense),
+            ("competition", competition_rank as fn(&[(String, i64)], i64) -> u64),
+            ("dense", dense_rank),
         ] {
             let (status, body) = get_json(&format!("{view}/top?limit=1000&rank={style}")).await;
             assert_eq!(status, 200, "{body}");
-            let got: Vec<u64> = body["entries"]
-                .as_array()
-                .expect("entries")
-                .iter()
-                .map(|e| e["rank"].as_u64().expect("rank"))
-                .collect();
-            let expected: Vec<u64> = want.iter().map(|(_, v)| rank(*v)).collect();
-            assert_eq!(got, expected, "{board} rank={style}");
+            let expected: Vec<u64> = want.iter().map(|(_, v)| rank(&want, *v)).collect();
+            assert_eq!(ranks(&body), expected, "{board} rank={style}");
         }
         for (i, (m, v)) in want.iter().enumerate() {
             let (status, e) = get_json(&format!("{view}/members/{m}")).await;
@@ -440,7 +397,11 @@ async fn every_read_and_rank_style_works_on_a_union_view() {
                 (Some(i as u64 + 1), Some(*v))
             );
             let (_, e) = get_json(&format!("{view}/members/{m}?rank=dense")).await;
-            assert_eq!(e["rank"].as_u64(), Some(dense(*v)), "{board} {m} dense");
+            assert_eq!(
+                e["rank"].as_u64(),
+                Some(dense_rank(&want, *v)),
+                "{board} {m} dense"
+            );
         }
         let (mid, _) = &want[3];
         let (status, around) = get_json(&format!("{view}/around/{mid}?radius=2")).await;
@@ -636,22 +597,9 @@ async fn rankflow_top_reads_a_rolling_view_and_check_shows_the_cache() {
     let prefix = unique("cli");
     let evs = events();
     let _d = applied(&redis.url(), &prefix, &evs, now()).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("rankflow.toml");
-    let text = format!(
-        "{}\n[kafka]\nbrokers = \"127.0.0.1:1\"\ntopics = [\"t\"]\n[redis]\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\n",
-        boards_toml(),
-        redis.url(),
-    );
-    std::fs::write(&config, text).expect("config");
+    let config = CliConfig::new(boards_toml(), &redis.url(), &prefix);
     let run = |args: &[&str], env: &[(&str, &str)]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
-            .args(args)
-            .arg("-c")
-            .arg(&config)
-            .envs(env.iter().copied())
-            .output()
-            .expect("rankflow runs");
+        let out = config.run(args, env);
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(
             out.status.success(),

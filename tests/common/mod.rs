@@ -993,6 +993,39 @@ impl Drop for Process {
     }
 }
 
+/// A config file for running the `rankflow` command line (`top`, `check`)
+/// against a test's Redis: `boards`, a broker nothing listens on (reading
+/// boards never connects to it), the Redis URL and key prefix.
+pub struct CliConfig {
+    pub path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl CliConfig {
+    pub fn new(boards: &str, redis_url: &str, prefix: &str) -> CliConfig {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("rankflow.toml");
+        let text = format!(
+            "{boards}\n[kafka]\nbrokers = \"127.0.0.1:1\"\ntopics = [\"t\"]\n[redis]\nurl = \"{redis_url}\"\nkey_prefix = \"{prefix}\"\n"
+        );
+        std::fs::write(&path, text).expect("config");
+        CliConfig { path, _dir: dir }
+    }
+
+    /// `rankflow <args> -c <this config>`, with `env` added to its
+    /// environment.
+    pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_rankflow"))
+            .args(args)
+            .arg("-c")
+            .arg(&self.path)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .expect("rankflow runs")
+    }
+}
+
 /// `rankflow check` on a config of `boards` with a broker and a Redis on
 /// unused ports (check connects to neither) and the API on port 0.
 pub fn check_output(boards: &str) -> std::process::Output {

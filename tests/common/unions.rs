@@ -1,8 +1,10 @@
 //! What the tests of union views (`tests/unions.rs`, `tests/scope_unions.rs`)
-//! share: Tokyo calendar helpers for their references, a reader and HTTP
-//! server over a [`Direct`] harness with a chosen union cache, rows of a
-//! list answer, and command counts from `INFO commandstats`.
+//! share: their reference model of a union ([`union_reference`], with
+//! ranks by counting), Tokyo calendar helpers for it, a reader and HTTP
+//! server over a [`Direct`] harness with a chosen union cache, rows and
+//! ranks of a list answer, and command counts from `INFO commandstats`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
 use chrono::{NaiveDate, TimeZone};
@@ -40,6 +42,74 @@ pub fn date(y: i32, m: u32, d: u32) -> NaiveDate {
 /// Now in these tests: 2026-11-05 20:00 in Tokyo (11:00 UTC).
 pub fn now() -> i64 {
     tokyo(2026, 11, 5, 20, 0)
+}
+
+/// The reference model of a union view: an independent reference written
+/// here from the documented rules (docs/http-api.md), not from rankflow's
+/// code. Its entries over the events `(member, time in ms, points)` whose
+/// Tokyo date is in `from ..= to`, in rank order: (member, value). `agg`
+/// "sum" (the total, reached at its latest event in the range) or "max"
+/// (the largest, reached the first time it was seen); `tie` None (ties by
+/// member bytes descending, as ZREVRANGE lists them) or "earliest" (by that
+/// time, then member bytes descending).
+pub fn union_reference<'a>(
+    evs: impl IntoIterator<Item = (&'a str, i64, i64)>,
+    (from, to): (NaiveDate, NaiveDate),
+    agg: &str,
+    tie: Option<&str>,
+) -> Vec<(String, i64)> {
+    // member -> (value, tie time)
+    let mut acc: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for (m, ts, p) in evs {
+        let d = local_date(ts);
+        if d < from || d > to {
+            continue;
+        }
+        let e = acc.entry(m.to_string()).or_insert((0, i64::MIN));
+        match agg {
+            "sum" => *e = (e.0 + p, e.1.max(ts)),
+            _ => {
+                if e.1 == i64::MIN || p > e.0 {
+                    *e = (p, ts);
+                }
+            }
+        }
+    }
+    let mut rows: Vec<(String, i64, i64)> = acc.into_iter().map(|(m, (v, t))| (m, v, t)).collect();
+    rows.sort_by(|a, b| {
+        b.1.cmp(&a.1).then_with(|| match tie {
+            Some(_) => a.2.cmp(&b.2).then_with(|| b.0.cmp(&a.0)),
+            None => b.0.cmp(&a.0),
+        })
+    });
+    rows.into_iter().map(|(m, v, _)| (m, v)).collect()
+}
+
+/// The competition rank of value `v` among the reference's entries, by
+/// counting: 1 + the members strictly better.
+pub fn competition_rank(want: &[(String, i64)], v: i64) -> u64 {
+    1 + want.iter().filter(|(_, x)| *x > v).count() as u64
+}
+
+/// The dense rank of value `v` among the reference's entries, by counting:
+/// 1 + the distinct values strictly better.
+pub fn dense_rank(want: &[(String, i64)], v: i64) -> u64 {
+    1 + want
+        .iter()
+        .map(|(_, x)| *x)
+        .filter(|x| *x > v)
+        .collect::<BTreeSet<_>>()
+        .len() as u64
+}
+
+/// The rank of each entry of a list answer, in order.
+pub fn ranks(body: &Value) -> Vec<u64> {
+    body["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("entries in {body}"))
+        .iter()
+        .map(|e| e["rank"].as_u64().expect("rank"))
+        .collect()
 }
 
 /// (member, score) of each entry of a list answer, in order.
