@@ -381,7 +381,10 @@ async fn every_read_and_rank_style_works_on_a_union_view() {
         let view = format!("{base}/v1/boards/{board}/last:7d");
         // Ranks by counting.
         for (style, rank) in [
-            ("competition", competition_rank as fn(&[(String, i64)], i64) -> u64),
+            (
+                "competition",
+                competition_rank as fn(&[(String, i64)], i64) -> u64,
+            ),
             ("dense", dense_rank),
         ] {
             let (status, body) = get_json(&format!("{view}/top?limit=1000&rank={style}")).await;
