@@ -212,10 +212,11 @@ async fn a_password_protected_redis_works_and_the_password_never_shows() {
 async fn an_acl_user_limited_to_the_prefix_and_needed_commands_is_enough() {
     const PW: &str = "acl-Vb71mQ";
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+            .expect("docs/operations.md");
     assert!(
         readme.contains(rankflow::sink::store::ACL_RULES),
-        "README gives the ACL rules exactly as rankflow::sink::store::ACL_RULES"
+        "docs/operations.md gives the ACL rules exactly as rankflow::sink::store::ACL_RULES"
     );
     let broker = Broker::start();
     let redis = Redis::start();
