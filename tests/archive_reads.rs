@@ -14,13 +14,12 @@
 
 mod common;
 
-use chrono::{NaiveDate, Weekday};
-use common::archive_env::ArchiveEnv;
+use common::archive_env::{ArchiveEnv, Member, assert_reads_use_indexes, week_bounds};
 use common::postgres::Postgres;
 use common::*;
 use futures::stream;
-use rankflow::archive::copy::{Archive, Copied, Copy, PeriodKey, Standing};
-use rankflow::archive::read::{ArchiveReader, sql};
+use rankflow::archive::copy::{Archive, Copy, PeriodKey, Standing};
+use rankflow::archive::read::ArchiveReader;
 use rankflow::archive::schema;
 use serde_json::{Value, json};
 
@@ -65,9 +64,6 @@ archive = ["week"]
     )
 }
 
-/// One member of a reference board: name, score, time it got the score.
-type Member = (String, f64, i64);
-
 /// The reference boards, ranked by hand-stated rules: score descending;
 /// among equal scores, for `plain` and `fans` Redis's order of members
 /// (bytes, descending, as ZREVRANGE gives), for `speed` the earliest time.
@@ -111,32 +107,6 @@ fn reference(board: &str, scope: Option<&str>) -> Vec<Member> {
     v
 }
 
-/// `2^48 − 1 − ts` in 12 hex digits before the member: the documented
-/// tie key of an `earliest` board read in descending order.
-fn stored(board: &str, m: &Member) -> String {
-    if board == "speed" {
-        format!("{:012x}{}", (1i64 << 48) - 1 - m.2, m.0)
-    } else {
-        m.0.clone()
-    }
-}
-
-/// Monday 00:00 UTC of an ISO week, in ms.
-fn week_start(year: i32, week: u32) -> i64 {
-    NaiveDate::from_isoywd_opt(year, week, Weekday::Mon)
-        .expect("week")
-        .and_hms_opt(0, 0, 0)
-        .expect("midnight")
-        .and_utc()
-        .timestamp_millis()
-}
-
-fn bounds(period: &str) -> (i64, i64) {
-    let (y, w) = period.split_once("-W").expect("week id");
-    let start = week_start(y.parse().expect("year"), w.parse().expect("week"));
-    (start, start + 7 * 86_400_000)
-}
-
 fn score_json(s: f64) -> Value {
     if s.fract() == 0.0 && s.abs() <= 9_007_199_254_740_992.0 {
         json!(s as i64)
@@ -151,91 +121,6 @@ fn entry(rank: usize, m: &Member) -> Value {
 
 async fn env() -> ArchiveEnv {
     ArchiveEnv::start("reads", boards, NOW).await
-}
-
-impl ArchiveEnv {
-    fn key(&self, board: &str, scope: Option<&str>, period: &str) -> String {
-        let tag = match scope {
-            Some(s) => format!("{board}:{s}"),
-            None => board.to_string(),
-        };
-        format!("{}:{{{tag}}}:week:{period}", self.prefix)
-    }
-
-    /// Writes `members` as the live key of a period (and its time hash).
-    async fn write_live(&self, board: &str, scope: Option<&str>, period: &str, ms: &[Member]) {
-        let key = self.key(board, scope, period);
-        let mut c = self.redis.conn().await;
-        let mut zadd = redis::cmd("ZADD");
-        zadd.arg(&key);
-        for m in ms {
-            zadd.arg(m.1).arg(stored(board, m));
-        }
-        let added: usize = zadd.query_async(&mut c).await.expect("ZADD");
-        assert_eq!(added, ms.len());
-        if board == "speed" {
-            let mut hset = redis::cmd("HSET");
-            hset.arg(format!("{key}:t"));
-            for m in ms {
-                hset.arg(&m.0).arg(m.2);
-            }
-            let _: usize = hset.query_async(&mut c).await.expect("HSET");
-        }
-    }
-
-    async fn delete_live(&self, board: &str, scope: Option<&str>, period: &str) {
-        let key = self.key(board, scope, period);
-        let mut c = self.redis.conn().await;
-        let _: usize = redis::cmd("DEL")
-            .arg(&key)
-            .arg(format!("{key}:t"))
-            .query_async(&mut c)
-            .await
-            .expect("DEL");
-    }
-
-    /// Copies `ms` (in rank order) as the archive of a period, in chunks.
-    async fn archive(&mut self, board: &str, scope: Option<&str>, period: &str, ms: &[Member]) {
-        let key = PeriodKey {
-            board: board.into(),
-            scope: scope.unwrap_or("").into(),
-            view: "week".into(),
-            period: period.into(),
-        };
-        let (start_ms, end_ms) = bounds(period);
-        let chunks: Vec<_> = ms
-            .chunks(4)
-            .map(|c| {
-                Ok(c.iter()
-                    .map(|m| Standing {
-                        member: m.0.clone(),
-                        score: m.1,
-                    })
-                    .collect())
-            })
-            .collect();
-        let what = Copy {
-            key: &key,
-            start_ms,
-            end_ms,
-            replace: true,
-        };
-        let done = self
-            .writer
-            .copy(what, stream::iter(chunks))
-            .await
-            .expect("copy");
-        assert_eq!(
-            done,
-            Copied::Done {
-                members: ms.len() as u64
-            }
-        );
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
 }
 
 /// Status, `Retry-After` and JSON body (Null if not JSON).
@@ -387,7 +272,7 @@ fn listed(body: &Value) -> Vec<(String, String, u64)> {
         .unwrap_or_else(|| panic!("{body}"))
         .iter()
         .map(|p| {
-            let (start, end) = bounds(p["period"].as_str().expect("period"));
+            let (start, end) = week_bounds(p["period"].as_str().expect("period"));
             let rfc = |ms: i64| {
                 chrono::DateTime::from_timestamp_millis(ms)
                     .expect("time")
@@ -427,7 +312,7 @@ async fn periods_merge_live_and_archived_newest_first_and_an_outage_is_a_503() {
     let mut c = env.redis.conn().await;
     let _: usize = redis::cmd("ZADD")
         .arg(format!("{}:archive:due", env.prefix))
-        .arg(bounds("2026-W30").1 + 600_000)
+        .arg(week_bounds("2026-W30").1 + 600_000)
         .arg("{plain}:week:2026-W30")
         .query_async(&mut c)
         .await
@@ -574,7 +459,7 @@ async fn archive_reads_use_the_indexes_and_read_scores_back_exactly() {
                 score: exact.get(i).copied().unwrap_or((30_000 - i) as f64),
             })
             .collect();
-        let (start_ms, end_ms) = bounds(&key.period);
+        let (start_ms, end_ms) = week_bounds(&key.period);
         let what = Copy {
             key: &key,
             start_ms,
@@ -592,77 +477,8 @@ async fn archive_reads_use_the_indexes_and_read_scores_back_exactly() {
         .await
         .expect("analyze");
     let (b, s, v, p) = ("b", "", "week", "2026-W42");
-    let explain = |sql: &str| format!("EXPLAIN {sql}");
-    let ids = vec!["m777".to_string(), "m3".to_string(), "nobody".to_string()];
-    let mut plans = Vec::new();
-    // Every rank style (docs/http-api.md) reads through the same indexes.
-    for style in ["ordinal", "competition", "dense"] {
-        let client = writer.client();
-        plans.push((
-            "page",
-            style,
-            client
-                .query(
-                    &explain(sql::PAGE),
-                    &[&b, &s, &v, &p, &100i64, &150i64, &style],
-                )
-                .await,
-        ));
-        plans.push((
-            "member",
-            style,
-            client
-                .query(&explain(sql::MEMBER), &[&b, &s, &v, &p, &"m777", &style])
-                .await,
-        ));
-        plans.push((
-            "members",
-            style,
-            client
-                .query(&explain(sql::MEMBERS), &[&b, &s, &v, &p, &ids, &style])
-                .await,
-        ));
-        plans.push((
-            "around",
-            style,
-            client
-                .query(
-                    &explain(sql::AROUND),
-                    &[&b, &s, &v, &p, &"m777", &5i64, &style],
-                )
-                .await,
-        ));
-    }
-    for (name, style, plan) in plans {
-        let text: String = plan
-            .expect("explain")
-            .iter()
-            .map(|r| r.get::<_, String>(0) + "\n")
-            .collect();
-        // The completion table has a row per period (a scan of 4 rows is
-        // the planner's rightful choice); the rows table must not be scanned.
-        assert!(
-            !text.contains("Seq Scan on rankflow_archive "),
-            "{name} ({style}) scans the rows:\n{text}"
-        );
-        // An index scan of the rank range or the member (a bitmap scan of
-        // the primary key is chosen for "around", whose range depends on
-        // the member's rank: still the index, not the table).
-        let uses = |index: &str| {
-            text.contains(&format!("Index Scan using {index} "))
-                || text.contains(&format!("Bitmap Index Scan on {index} "))
-        };
-        match name {
-            "page" => assert!(uses("rankflow_archive_pkey"), "{name}:\n{text}"),
-            "member" | "members" => {
-                assert!(uses("rankflow_archive_member"), "{name}:\n{text}")
-            }
-            _ => assert!(
-                uses("rankflow_archive_member") && uses("rankflow_archive_pkey"),
-                "{name}:\n{text}"
-            ),
-        }
-    }
+    let ids = ["m777", "m3", "nobody"].map(String::from);
+    assert_reads_use_indexes(writer.client(), (b, s, v, p), "m777", &ids).await;
 
     let reader = ArchiveReader::new(&pg.url()).expect("url");
     let key = PeriodKey {
@@ -677,8 +493,8 @@ async fn archive_reads_use_the_indexes_and_read_scores_back_exactly() {
         .expect("page")
         .expect("archived");
     assert_eq!(page.period.members, 30_000);
-    assert_eq!(page.period.start_ms, bounds(p).0);
-    assert_eq!(page.period.end_ms, bounds(p).1);
+    assert_eq!(page.period.start_ms, week_bounds(p).0);
+    assert_eq!(page.period.end_ms, week_bounds(p).1);
     for (i, (row, want)) in page.rows.iter().zip(exact).enumerate() {
         assert_eq!(row.rank, i as u64 + 1);
         assert_eq!(row.member, format!("m{i}"));
@@ -716,22 +532,13 @@ async fn rankflow_top_prints_an_archived_period() {
     let ms = reference("plain", None);
     // A week long past by any clock this test runs on.
     env.archive("plain", None, "2024-W05", &ms).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("rankflow.toml");
-    let text = format!(
-        "{}\n[kafka]\nbrokers = \"127.0.0.1:1\"\ntopics = [\"t\"]\n[redis]\nurl = \"{}\"\nkey_prefix = \"{}\"\n",
-        boards(&env.pg.url()),
-        env.redis.url(),
-        env.prefix
+    let config = CliConfig::new(&boards(&env.pg.url()), &env.redis.url(), &env.prefix);
+    let out = config.run(
+        &[
+            "top", "plain", "week", "--period", "2024-W05", "--limit", "5",
+        ],
+        &[],
     );
-    std::fs::write(&config, text).expect("config");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
-        .args([
-            "top", "plain", "week", "--period", "2024-W05", "--limit", "5", "-c",
-        ])
-        .arg(&config)
-        .output()
-        .expect("rankflow top runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -755,11 +562,7 @@ async fn rankflow_top_prints_an_archived_period() {
         );
     }
     // A week that never had events is an error naming it.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
-        .args(["top", "plain", "week", "--period", "2024-W06", "-c"])
-        .arg(&config)
-        .output()
-        .expect("rankflow top runs");
+    let out = config.run(&["top", "plain", "week", "--period", "2024-W06"], &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(

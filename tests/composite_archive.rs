@@ -25,14 +25,14 @@ mod common;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use chrono::{NaiveDate, Weekday};
+use common::archive_env::{assert_reads_use_indexes, week_bounds};
 use common::direct::Direct;
 use common::postgres::Postgres;
 use common::*;
 use futures::stream;
 use rankflow::archive::copy::{Archive, Copied, Copy, PeriodKey, Row};
 use rankflow::archive::due::{self, DueItem};
-use rankflow::archive::read::{ArchiveReader, ArchivedRow, sql};
+use rankflow::archive::read::{ArchiveReader, ArchivedRow};
 use rankflow::archive::runner::Outcome;
 use rankflow::archive::schema;
 use rankflow::board::composite::FieldValues;
@@ -128,26 +128,11 @@ const SPEEDRUN: [Ranked<2>; 6] = [
     ("p6", [None, Some(7)], 6, 5, 4),
 ];
 
-/// Monday 00:00 UTC of an ISO week, in ms.
-fn week_start(period: &str) -> i64 {
-    let (y, w) = period.split_once("-W").expect("week id");
-    NaiveDate::from_isoywd_opt(
-        y.parse().expect("year"),
-        w.parse().expect("week"),
-        Weekday::Mon,
-    )
-    .expect("week")
-    .and_hms_opt(0, 0, 0)
-    .expect("midnight")
-    .and_utc()
-    .timestamp_millis()
-}
-
 /// The events, in two batches; times are seconds after Wednesday of the
 /// past week, out of order so that `last` must follow event time, sums
 /// reach 2^53 exactly across batches.
 fn batches() -> [Vec<Value>; 2] {
-    let t0 = week_start(PAST) + 2 * 86_400_000;
+    let t0 = week_bounds(PAST).0 + 2 * 86_400_000;
     let mut n = 0;
     let mut ev = |user: &str, secs: i64, fields: &[(&str, i64)]| {
         n += 1;
@@ -378,7 +363,7 @@ async fn check_styled(reader: &ArchiveReader, key: &PeriodKey) {
 /// The events of [`batches`] applied (during the past week) through the
 /// rules, the batch and the Lua script; the clock is then set to [`NOW`].
 async fn applied(redis: &Redis, prefix: &str, text: &str) -> Direct {
-    let apply_at = week_start(PAST) + 3 * 86_400_000;
+    let apply_at = week_bounds(PAST).0 + 3 * 86_400_000;
     let mut direct = Direct::new(&redis.url(), prefix, text, apply_at).await;
     for batch in batches() {
         let (_, report) = direct.apply(&batch).await;
@@ -414,7 +399,7 @@ async fn archive_past_week(
         .expect("archiver");
     let item = DueItem {
         member: keys::due_member(board, &format!("week:{PAST}")),
-        close_ms: week_start(PAST) + 7 * 86_400_000 + 600_000,
+        close_ms: week_bounds(PAST).0 + 7 * 86_400_000 + 600_000,
     };
     let period = due::resolve(&set, prefix, &item).expect("resolves");
     match archiver.process(&period, false).await {
@@ -593,11 +578,11 @@ async fn composite_archive_reads_use_the_indexes_and_read_fields_back_exactly() 
         // The edges sort first by score except the infinite ones: rank
         // order as the board gives it is what the copy is handed.
         all.sort_by(|x, y| y.score.total_cmp(&x.score));
-        let start_ms = week_start(&key.period);
+        let (start_ms, end_ms) = week_bounds(&key.period);
         let what = Copy {
             key: &key,
             start_ms,
-            end_ms: start_ms + 7 * 86_400_000,
+            end_ms,
             replace: false,
         };
         let done = writer
@@ -612,73 +597,8 @@ async fn composite_archive_reads_use_the_indexes_and_read_fields_back_exactly() 
         .await
         .expect("analyze");
     let (b, s, v, p) = ("c", "", "week", "2026-W42");
-    let ids = vec![
-        "m777".to_string(),
-        "edge3".to_string(),
-        "nobody".to_string(),
-    ];
-    for style in ["ordinal", "competition", "dense"] {
-        let client = writer.client();
-        let plans = [
-            (
-                "page",
-                client
-                    .query(
-                        &format!("EXPLAIN {}", sql::PAGE),
-                        &[&b, &s, &v, &p, &100i64, &150i64, &style],
-                    )
-                    .await,
-            ),
-            (
-                "member",
-                client
-                    .query(
-                        &format!("EXPLAIN {}", sql::MEMBER),
-                        &[&b, &s, &v, &p, &"m777", &style],
-                    )
-                    .await,
-            ),
-            (
-                "members",
-                client
-                    .query(
-                        &format!("EXPLAIN {}", sql::MEMBERS),
-                        &[&b, &s, &v, &p, &ids, &style],
-                    )
-                    .await,
-            ),
-            (
-                "around",
-                client
-                    .query(
-                        &format!("EXPLAIN {}", sql::AROUND),
-                        &[&b, &s, &v, &p, &"m777", &5i64, &style],
-                    )
-                    .await,
-            ),
-        ];
-        for (name, plan) in plans {
-            let text: String = plan
-                .expect("explain")
-                .iter()
-                .map(|r| r.get::<_, String>(0) + "\n")
-                .collect();
-            assert!(
-                !text.contains("Seq Scan on rankflow_archive "),
-                "{name} ({style}) scans the rows:\n{text}"
-            );
-            let uses = |index: &str| {
-                text.contains(&format!("Index Scan using {index} "))
-                    || text.contains(&format!("Bitmap Index Scan on {index} "))
-            };
-            let ok = match name {
-                "page" => uses("rankflow_archive_pkey"),
-                "member" | "members" => uses("rankflow_archive_member"),
-                _ => uses("rankflow_archive_member") && uses("rankflow_archive_pkey"),
-            };
-            assert!(ok, "{name} ({style}):\n{text}");
-        }
-    }
+    let ids = ["m777", "edge3", "nobody"].map(String::from);
+    assert_reads_use_indexes(writer.client(), (b, s, v, p), "m777", &ids).await;
 
     // Fields at ±2^53, missing ones, and the -inf score read back exactly,
     // with ranks tied on every field (the two -inf rows differ in fields).

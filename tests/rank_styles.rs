@@ -19,10 +19,8 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use chrono::{NaiveDate, Weekday};
-use common::archive_env::ArchiveEnv;
-use futures::stream;
-use rankflow::archive::copy::{Copied, Copy, PeriodKey, Standing};
+use common::archive_env::{ArchiveEnv, Member};
+use common::{CliConfig, get_json};
 use serde_json::{Value, json};
 
 /// 2026-11-21T12:00:00Z: week 2026-W47 is current.
@@ -66,9 +64,6 @@ archive = ["week"]
 "#
     )
 }
-
-/// Member, value, time it got the value.
-type Member = (String, f64, i64);
 
 /// The reference boards in rank order, by the rules of docs/http-api.md stated here:
 /// `plain` descending, ties by member bytes descending (ZREVRANGE's order);
@@ -120,128 +115,8 @@ fn entry(ms: &[Member], i: usize, style: &str, asc: bool) -> Value {
     json!({"rank": rank_of(ms, i, style, asc), "member": ms[i].0, "score": ms[i].1 as i64})
 }
 
-/// `2^48 − 1 − ts` in 12 hex digits before the member: the documented tie
-/// key of an `earliest` board read in descending order.
-fn stored(board: &str, m: &Member) -> String {
-    if board == "speed" {
-        format!("{:012x}{}", (1i64 << 48) - 1 - m.2, m.0)
-    } else {
-        m.0.clone()
-    }
-}
-
-fn bounds(period: &str) -> (i64, i64) {
-    let (y, w) = period.split_once("-W").expect("week id");
-    let start =
-        NaiveDate::from_isoywd_opt(y.parse().expect("y"), w.parse().expect("w"), Weekday::Mon)
-            .expect("week")
-            .and_hms_opt(0, 0, 0)
-            .expect("midnight")
-            .and_utc()
-            .timestamp_millis();
-    (start, start + 7 * 86_400_000)
-}
-
 async fn env() -> ArchiveEnv {
     ArchiveEnv::start("ranks", boards, NOW).await
-}
-
-impl ArchiveEnv {
-    fn key(&self, board: &str, period: &str) -> String {
-        format!("{}:{{{board}}}:week:{period}", self.prefix)
-    }
-
-    async fn write_live(&self, board: &str, period: &str, ms: &[Member]) {
-        let key = self.key(board, period);
-        let mut c = self.redis.conn().await;
-        let mut zadd = redis::cmd("ZADD");
-        zadd.arg(&key);
-        for m in ms {
-            zadd.arg(m.1).arg(stored(board, m));
-        }
-        let added: usize = zadd.query_async(&mut c).await.expect("ZADD");
-        assert_eq!(added, ms.len());
-        if board == "speed" {
-            let mut hset = redis::cmd("HSET");
-            hset.arg(format!("{key}:t"));
-            for m in ms {
-                hset.arg(&m.0).arg(m.2);
-            }
-            let _: usize = hset.query_async(&mut c).await.expect("HSET");
-        }
-    }
-
-    async fn delete_live(&self, board: &str, period: &str) {
-        let key = self.key(board, period);
-        let mut c = self.redis.conn().await;
-        let _: usize = redis::cmd("DEL")
-            .arg(&key)
-            .arg(format!("{key}:t"))
-            .query_async(&mut c)
-            .await
-            .expect("DEL");
-    }
-
-    /// Copies `ms` (in rank order) as the archive of a period, in chunks
-    /// of 4 (so ties also cross chunk boundaries), as the archiver does.
-    async fn archive(&mut self, board: &str, period: &str, ms: &[Member]) {
-        let key = PeriodKey {
-            board: board.into(),
-            scope: String::new(),
-            view: "week".into(),
-            period: period.into(),
-        };
-        let (start_ms, end_ms) = bounds(period);
-        let chunks: Vec<_> = ms
-            .chunks(4)
-            .map(|c| {
-                Ok(c.iter()
-                    .map(|m| Standing {
-                        member: m.0.clone(),
-                        score: m.1,
-                    })
-                    .collect())
-            })
-            .collect();
-        let what = Copy {
-            key: &key,
-            start_ms,
-            end_ms,
-            replace: false,
-        };
-        let copied = self
-            .writer
-            .copy(what, stream::iter(chunks))
-            .await
-            .expect("copy");
-        assert_eq!(
-            copied,
-            Copied::Done {
-                members: ms.len() as u64
-            }
-        );
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    async fn commandstats(&self) -> BTreeMap<String, u64> {
-        let text = self.redis.cli(&["INFO", "commandstats"]);
-        text.lines()
-            .filter_map(|l| {
-                let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-                let calls = rest.strip_prefix("calls=")?.split(',').next()?;
-                Some((name.to_string(), calls.parse().ok()?))
-            })
-            .collect()
-    }
-}
-
-async fn get(url: &str) -> (u16, Value) {
-    let r = reqwest::get(url).await.expect("get");
-    let code = r.status().as_u16();
-    (code, r.json().await.unwrap_or(Value::Null))
 }
 
 async fn post(url: &str, body: &str) -> (u16, Value) {
@@ -274,7 +149,7 @@ async fn check_reads(env: &ArchiveEnv, board: &str, ms: &[Member], source: &str)
         // Pages of 10: the second starts inside the tie of ranks 9-12.
         for offset in [0usize, 10] {
             let path = format!("{base}/top?period={PAST}&limit=10&offset={offset}&rank={style}");
-            let (code, body) = get(&env.url(&path)).await;
+            let (code, body) = get_json(&env.url(&path)).await;
             assert_eq!(code, 200, "{path}: {body}");
             let want: Vec<Value> = (offset..ms.len().min(offset + 10))
                 .map(|i| entry(ms, i, style, asc))
@@ -286,7 +161,7 @@ async fn check_reads(env: &ArchiveEnv, board: &str, ms: &[Member], source: &str)
         for i in [0, 2, 9, 11, 14] {
             let m = &ms[i].0;
             let path = format!("{base}/members/{m}?period={PAST}&rank={style}");
-            let (code, body) = get(&env.url(&path)).await;
+            let (code, body) = get_json(&env.url(&path)).await;
             assert_eq!(code, 200, "{path}: {body}");
             let mut want = entry(ms, i, style, asc);
             want["source"] = json!(source);
@@ -296,7 +171,7 @@ async fn check_reads(env: &ArchiveEnv, board: &str, ms: &[Member], source: &str)
         // Around the last of the tie: radius 3 reaches back into it.
         let m = &ms[11].0;
         let path = format!("{base}/around/{m}?period={PAST}&radius=3&rank={style}");
-        let (code, body) = get(&env.url(&path)).await;
+        let (code, body) = get_json(&env.url(&path)).await;
         assert_eq!(code, 200, "{path}: {body}");
         let want: Vec<Value> = (8..15).map(|i| entry(ms, i, style, asc)).collect();
         assert_eq!(body["entries"], json!(want), "{path}");
@@ -307,7 +182,7 @@ async fn check_reads(env: &ArchiveEnv, board: &str, ms: &[Member], source: &str)
             "{base}/members?period={PAST}&rank={style}&ids={}",
             ids.join(",")
         );
-        let (code, body) = get(&env.url(&path)).await;
+        let (code, body) = get_json(&env.url(&path)).await;
         assert_eq!(code, 200, "{path}: {body}");
         let want: Vec<Value> = [3, 10, 12]
             .iter()
@@ -333,10 +208,10 @@ async fn every_rank_style_matches_the_reference_live_and_archived() {
     let mut env = env().await;
     for board in ["plain", "speed", "fast"] {
         let ms = reference(board);
-        env.write_live(board, PAST, &ms).await;
+        env.write_live(board, None, PAST, &ms).await;
         let live = check_reads(&env, board, &ms, "live").await;
-        env.archive(board, PAST, &ms).await;
-        env.delete_live(board, PAST).await;
+        env.archive(board, None, PAST, &ms).await;
+        env.delete_live(board, None, PAST).await;
         let archived = check_reads(&env, board, &ms, "archive").await;
         assert_eq!(live, archived, "{board}");
         // Rows archived before the style columns existed: the reads
@@ -359,12 +234,12 @@ async fn every_rank_style_matches_the_reference_live_and_archived() {
     }
     // The page boundary the documented example is about, spelled out: page 2 of
     // `plain` starts inside the tie of ranks 9-12.
-    let (_, body) = get(&env.url(&format!(
+    let (_, body) = get_json(&env.url(&format!(
         "/v1/boards/plain/week/top?period={PAST}&limit=10&offset=10&rank=competition"
     )))
     .await;
     assert_eq!(body["entries"][0]["rank"], 9, "{body}");
-    let (_, body) = get(&env.url(&format!(
+    let (_, body) = get_json(&env.url(&format!(
         "/v1/boards/plain/week/top?period={PAST}&limit=10&offset=10&rank=dense"
     )))
     .await;
@@ -375,7 +250,8 @@ async fn every_rank_style_matches_the_reference_live_and_archived() {
 async fn a_members_list_is_one_round_trip_and_bad_lists_are_refused() {
     let env = env().await;
     for board in ["plain", "speed"] {
-        env.write_live(board, "2026-W47", &reference(board)).await;
+        env.write_live(board, None, "2026-W47", &reference(board))
+            .await;
     }
     let ids = "m03,m14,ghost,m03,m07";
     // Warm up: the first read loads the script into Redis.
@@ -384,12 +260,12 @@ async fn a_members_list_is_one_round_trip_and_bad_lists_are_refused() {
             "/v1/boards/{board}/week/members?ids={ids}&rank=dense"
         ))
     };
-    let (code, body) = get(&url("speed")).await;
+    let (code, body) = get_json(&url("speed")).await;
     assert_eq!(code, 200, "{body}");
     for board in ["plain", "speed"] {
-        let before = env.commandstats().await;
-        let (code, body) = get(&url(board)).await;
-        let after = env.commandstats().await;
+        let before = env.redis.commandstats();
+        let (code, body) = get_json(&url(board)).await;
+        let after = env.redis.commandstats();
         assert_eq!(code, 200, "{body}");
         assert_eq!(body["missing"], json!(["ghost"]), "{body}");
         assert_eq!(body["entries"].as_array().map(Vec::len), Some(3), "{body}");
@@ -429,14 +305,14 @@ async fn a_members_list_is_one_round_trip_and_bad_lists_are_refused() {
         ),
         (
             "1001 ids in the query",
-            get(&format!("{base}?ids={}", too_many.join(","))).await,
+            get_json(&format!("{base}?ids={}", too_many.join(","))).await,
         ),
         ("an empty list", post(&base, "[]").await),
         ("a number", post(&base, r#"["a", 1]"#).await),
         ("an object", post(&base, r#"{"ids": ["a"]}"#).await),
         ("bad JSON", post(&base, "[\"a\",").await),
-        ("no ids", get(&base).await),
-        ("empty ids", get(&format!("{base}?ids=")).await),
+        ("no ids", get_json(&base).await),
+        ("empty ids", get_json(&format!("{base}?ids=")).await),
     ] {
         let (code, body) = code_body;
         assert_eq!(code, 400, "{what}: {body}");
@@ -452,7 +328,7 @@ async fn a_members_list_is_one_round_trip_and_bad_lists_are_refused() {
         "/v1/boards/plain/week/around/m01?rank=Dense",
         "/v1/boards/plain/week/members?ids=a&rank=first",
     ] {
-        let (code, body) = get(&env.url(path)).await;
+        let (code, body) = get_json(&env.url(path)).await;
         assert_eq!(code, 400, "{path}: {body}");
         assert_eq!(body["parameter"], "rank", "{path}: {body}");
     }
@@ -464,7 +340,7 @@ async fn a_dense_walk_longer_than_one_call_continues_where_it_stopped() {
     // 25 000 distinct values and a tie at the bottom: the dense rank of the
     // last page needs 25 script calls' worth of steps (1000 per call).
     let n = 25_000usize;
-    let key = env.key("plain", "2026-W47");
+    let key = env.key("plain", None, "2026-W47");
     let mut c = env.redis.conn().await;
     for chunk in (0..n).collect::<Vec<_>>().chunks(5000) {
         let mut zadd = redis::cmd("ZADD");
@@ -487,7 +363,7 @@ async fn a_dense_walk_longer_than_one_call_continues_where_it_stopped() {
         "/v1/boards/plain/week/top?offset={}&limit=5&rank=dense",
         n - 4
     );
-    let (code, body) = get(&env.url(&path)).await;
+    let (code, body) = get_json(&env.url(&path)).await;
     assert_eq!(code, 200, "{body}");
     let ranks: Vec<u64> = body["entries"]
         .as_array()
@@ -497,9 +373,9 @@ async fn a_dense_walk_longer_than_one_call_continues_where_it_stopped() {
         .collect();
     let n = n as u64;
     assert_eq!(ranks, [n - 3, n - 2, n - 1, n, n], "{body}");
-    let (_, body) = get(&env.url("/v1/boards/plain/week/members/tied?rank=dense")).await;
+    let (_, body) = get_json(&env.url("/v1/boards/plain/week/members/tied?rank=dense")).await;
     assert_eq!(body["rank"], n, "{body}");
-    let (_, body) = get(&env.url("/v1/boards/plain/week/members/tied?rank=competition")).await;
+    let (_, body) = get_json(&env.url("/v1/boards/plain/week/members/tied?rank=competition")).await;
     assert_eq!(body["rank"], n, "{body}");
 }
 
@@ -514,24 +390,15 @@ async fn rankflow_top_prints_ranks_in_the_style_asked_for() {
         let iso = chrono::Datelike::iso_week(&d);
         format!("{}-W{:02}", iso.year(), iso.week())
     };
-    env.write_live("speed", &week, &ms).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("rankflow.toml");
-    let text = format!(
-        "{}\n[kafka]\nbrokers = \"127.0.0.1:1\"\ntopics = [\"t\"]\n[redis]\nurl = \"{}\"\nkey_prefix = \"{}\"\n",
-        boards(&env.pg.url()),
-        env.redis.url(),
-        env.prefix
-    );
-    std::fs::write(&config, text).expect("config");
+    env.write_live("speed", None, &week, &ms).await;
+    let config = CliConfig::new(&boards(&env.pg.url()), &env.redis.url(), &env.prefix);
     let top = |rank: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
-            .args([
-                "top", "speed", "week", "--period", &week, "--limit", "15", "--rank", rank, "-c",
-            ])
-            .arg(&config)
-            .output()
-            .expect("rankflow top runs")
+        config.run(
+            &[
+                "top", "speed", "week", "--period", &week, "--limit", "15", "--rank", rank,
+            ],
+            &[],
+        )
     };
     for style in STYLES {
         let out = top(style);
@@ -804,22 +671,8 @@ async fn a_view_with_members_before_the_index_never_gets_a_partial_one() {
     assert_eq!(got, want, "read by the walk");
 }
 
-/// Calls of each command Redis has served (INFO commandstats), script
-/// calls included.
-fn calls(redis: &common::Redis) -> BTreeMap<String, u64> {
-    redis
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .filter_map(|l| {
-            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let n = rest.strip_prefix("calls=")?.split(',').next()?;
-            Some((name.to_string(), n.parse().ok()?))
-        })
-        .collect()
-}
-
-/// Commands served between two [`calls`] snapshots, `evalsha` and `info`
-/// (the snapshots themselves) left out.
+/// Commands served between two [`common::Redis::commandstats`] snapshots,
+/// `evalsha` and `info` (the snapshots themselves) left out.
 fn served(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> u64 {
     after
         .iter()
@@ -876,14 +729,14 @@ async fn a_dense_page_at_the_bottom_of_200_000_values_costs_what_one_at_the_top_
             .top_ranked(&q, offset, 10, RankStyle::Dense)
             .await
             .expect("top");
-        let before = calls(&redis);
+        let before = redis.commandstats();
         let started = std::time::Instant::now();
         let page = reader
             .top_ranked(&q, offset, 10, RankStyle::Dense)
             .await
             .expect("top");
         let took = started.elapsed();
-        let after = calls(&redis);
+        let after = redis.commandstats();
         // Values n, n-1, ... from the top, all distinct: dense = ordinal.
         let ranks: Vec<u64> = page.entries.iter().map(|e| e.rank).collect();
         let want: Vec<u64> = (offset as u64 + 1..=offset as u64 + 10).collect();
@@ -960,11 +813,11 @@ dense_ranks = false
                            "game_id": "g", "points": (x >> 20) % 1000 + 1})
                 })
                 .collect();
-            let before = calls(&redis);
+            let before = redis.commandstats();
             let c0 = cpu(&redis);
             let (_, report) = direct.apply(&events).await;
             cpu_s += cpu(&redis) - c0;
-            commands += served(&before, &calls(&redis));
+            commands += served(&before, &redis.commandstats());
             updates += report.boards.iter().map(|b| b.applied).sum::<u64>();
         }
         println!(

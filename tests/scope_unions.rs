@@ -328,8 +328,8 @@ async fn unions_of_listed_and_of_all_scopes_equal_the_reference() {
 async fn scope_unions_built_in_slices_equal_the_same_reference() {
     let redis = Redis::start();
     scope_unions_equal_the_reference(&redis, Unions::new(1_000).with_inline_max(0)).await;
-    assert_eq!(calls(&redis, "zunionstore"), 0);
-    assert!(calls(&redis, "zscan") > 0);
+    assert_eq!(redis.calls("zunionstore"), 0);
+    assert!(redis.calls("zscan") > 0);
 }
 
 async fn scope_unions_equal_the_reference(redis: &Redis, unions: Unions) {
@@ -586,9 +586,9 @@ async fn a_scope_union_is_computed_once_per_ttl_and_once_for_concurrent_readers(
         period: None,
     };
     let listed = || ScopeUnion::Listed(vec!["g1".into(), "g2".into()]);
-    let before = calls(&redis, "zunionstore");
+    let before = redis.calls("zunionstore");
     let first = r.top(&q(listed(), "last:7d"), 0, 1000).await.expect("read");
-    assert_eq!(calls(&redis, "zunionstore"), before + 1);
+    assert_eq!(redis.calls("zunionstore"), before + 1);
     // Within the TTL: the same scopes in another order, pages, a member.
     let swapped = ScopeUnion::Listed(vec!["g2".into(), "g1".into()]);
     let again = r.top(&q(swapped, "last:7d"), 0, 1000).await.expect("read");
@@ -598,16 +598,16 @@ async fn a_scope_union_is_computed_once_per_ttl_and_once_for_concurrent_readers(
         .await
         .expect("member");
     assert_eq!(
-        calls(&redis, "zunionstore"),
+        redis.calls("zunionstore"),
         before + 1,
         "reused within the TTL"
     );
     // 24 readers of a cold scope=* union at once: one union.
-    let z0 = calls(&redis, "zunionstore");
+    let z0 = redis.calls("zunionstore");
     let reads = (0..24).map(|_| async { r.top(&q(ScopeUnion::All, "day"), 0, 1000).await });
     let answers = futures::future::join_all(reads).await;
     assert_eq!(
-        calls(&redis, "zunionstore"),
+        redis.calls("zunionstore"),
         z0 + 1,
         "one union for 24 readers"
     );

@@ -287,16 +287,6 @@ impl Rig {
             self.process.log()
         );
     }
-
-    /// `calls=` of one command in `INFO commandstats`.
-    fn calls(&self, command: &str) -> u64 {
-        let info = self.redis.cli(&["INFO", "commandstats"]);
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    }
 }
 
 // ---------------------------------------------------------------- tests
@@ -475,9 +465,9 @@ async fn fifty_subscribers_cost_the_redis_reads_of_one_and_the_cap_answers_503()
     let mut streams = vec![Stream::open(&url, None).await];
     streams[0].event(Duration::from_secs(5), "first").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = rig.calls("zrevrange");
+    let before = rig.redis.calls("zrevrange");
     tokio::time::sleep(window).await;
-    let one = rig.calls("zrevrange") - before;
+    let one = rig.redis.calls("zrevrange") - before;
 
     for i in 1..50 {
         let mut s = Stream::open(&url, None).await;
@@ -486,9 +476,9 @@ async fn fifty_subscribers_cost_the_redis_reads_of_one_and_the_cap_answers_503()
         streams.push(s);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = rig.calls("zrevrange");
+    let before = rig.redis.calls("zrevrange");
     tokio::time::sleep(window).await;
-    let fifty = rig.calls("zrevrange") - before;
+    let fifty = rig.redis.calls("zrevrange") - before;
     println!("ZREVRANGE calls in {window:?}: 1 subscriber {one}, 50 subscribers {fifty}");
     // One read per 250 ms tick: about 12 in 3 s, whatever the count.
     assert!((6..=16).contains(&one), "{one}");

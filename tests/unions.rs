@@ -157,8 +157,8 @@ async fn rolling_views_equal_the_reference_across_a_month_in_tokyo() {
 async fn rolling_views_built_in_slices_equal_the_same_reference() {
     let (redis, prefix, base) =
         rolling_views_equal_the_reference(Unions::new(1_000).with_inline_max(0)).await;
-    assert_eq!(calls(&redis, "zunionstore"), 0);
-    assert!(calls(&redis, "zscan") > 0);
+    assert_eq!(redis.calls("zunionstore"), 0);
+    assert!(redis.calls("zscan") > 0);
     let left = redis.cli(&["KEYS", &format!("{prefix}:*:build:*")]);
     assert_eq!(left.trim(), "", "temporary keys left: {left}");
     let (status, _) = get_json(&format!("{base}/v1/boards/speed/last:7d/top")).await;
@@ -483,10 +483,10 @@ async fn a_union_is_computed_once_per_ttl_and_once_for_concurrent_readers() {
         period: None,
     };
     let want = reference(&evs, date(2026, 10, 30), date(2026, 11, 5), "sum", None);
-    let before = calls(&redis, "zunionstore");
+    let before = redis.calls("zunionstore");
     let first = r.top(&q("last:7d"), 0, 1000).await.expect("read");
     assert_eq!(first.total, want.len() as u64);
-    assert_eq!(calls(&redis, "zunionstore"), before + 1);
+    assert_eq!(redis.calls("zunionstore"), before + 1);
     let key = format!("{prefix}:{{heat}}:u:last:7d:2026-11-05");
     let pttl = |k: &str| -> i64 { redis.cli(&["PTTL", k]).trim().parse().unwrap_or(-3) };
     let marker = format!("{key}:fresh");
@@ -504,7 +504,7 @@ async fn a_union_is_computed_once_per_ttl_and_once_for_concurrent_readers() {
         .await
         .expect("around");
     assert_eq!(
-        calls(&redis, "zunionstore"),
+        redis.calls("zunionstore"),
         before + 1,
         "reused within the TTL"
     );
@@ -518,24 +518,24 @@ async fn a_union_is_computed_once_per_ttl_and_once_for_concurrent_readers() {
     let again = r.top(&q("last:7d"), 0, 1000).await.expect("read");
     assert_eq!(again.entries, first.entries);
     assert_eq!(
-        calls(&redis, "zunionstore"),
+        redis.calls("zunionstore"),
         before + 2,
         "a fresh union after the TTL"
     );
 
     // 32 readers of a cold union at once (all started before any reply
     // arrives): one script call, one ZUNIONSTORE, 32 equal answers.
-    let (z0, e0) = (calls(&redis, "zunionstore"), calls(&redis, "evalsha"));
+    let (z0, e0) = (redis.calls("zunionstore"), redis.calls("evalsha"));
     let cold = q("last:5d");
     let reads = (0..32).map(|_| r.top(&cold, 0, 1000));
     let answers = futures::future::join_all(reads).await;
     assert_eq!(
-        calls(&redis, "zunionstore"),
+        redis.calls("zunionstore"),
         z0 + 1,
         "one union for 32 readers"
     );
     assert_eq!(
-        calls(&redis, "evalsha"),
+        redis.calls("evalsha"),
         e0 + 1,
         "one script call for 32 readers"
     );

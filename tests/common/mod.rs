@@ -476,6 +476,24 @@ impl Redis {
         self.spawn();
     }
 
+    /// Calls of each command this server has served, scripts' included
+    /// (`INFO commandstats`).
+    pub fn commandstats(&self) -> BTreeMap<String, u64> {
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .filter_map(|l| {
+                let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = rest.strip_prefix("calls=")?.split(',').next()?;
+                Some((name.to_string(), calls.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// Calls of one command (`zunionstore`, `evalsha`...), 0 if never called.
+    pub fn calls(&self, command: &str) -> u64 {
+        self.commandstats().get(command).copied().unwrap_or(0)
+    }
+
     /// Runs `redis-cli` against this server; returns its output.
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")

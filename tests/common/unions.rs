@@ -1,8 +1,8 @@
 //! What the tests of union views (`tests/unions.rs`, `tests/scope_unions.rs`)
 //! share: their reference model of a union ([`union_reference`], with
 //! ranks by counting), Tokyo calendar helpers for it, a reader and HTTP
-//! server over a [`Direct`] harness with a chosen union cache, rows and
-//! ranks of a list answer, and command counts from `INFO commandstats`.
+//! server over a [`Direct`] harness with a chosen union cache, and rows and
+//! ranks of a list answer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
@@ -13,7 +13,6 @@ use rankflow::clock::SharedClock;
 use rankflow::reader::{Reader, Unions};
 use serde_json::Value;
 
-use super::Redis;
 use super::direct::Direct;
 
 pub const TOKYO: Tz = chrono_tz::Asia::Tokyo;
@@ -152,14 +151,4 @@ pub async fn serve_with(d: &Direct, unions: Unions) -> String {
         ..reader(d, 1_000)
     });
     d.serve(slot).await
-}
-
-/// `calls=` of one command in `INFO commandstats` (0 if never called).
-pub fn calls(redis: &Redis, command: &str) -> u64 {
-    let info = redis.cli(&["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
