@@ -533,18 +533,7 @@ async fn rankflow_top_prints_an_archived_period() {
     // A week long past by any clock this test runs on.
     env.archive("plain", None, "2024-W05", &ms).await;
     let config = CliConfig::new(&boards(&env.pg.url()), &env.redis.url(), &env.prefix);
-    let out = config.run(
-        &[
-            "top", "plain", "week", "--period", "2024-W05", "--limit", "5",
-        ],
-        &[],
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = config.stdout("top plain week --period 2024-W05 --limit 5", &[]);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         lines.first().copied(),
@@ -562,7 +551,7 @@ async fn rankflow_top_prints_an_archived_period() {
         );
     }
     // A week that never had events is an error naming it.
-    let out = config.run(&["top", "plain", "week", "--period", "2024-W06"], &[]);
+    let out = config.run("top plain week --period 2024-W06", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(

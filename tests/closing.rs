@@ -490,12 +490,7 @@ async fn closed_periods_count_late_end_to_end() {
     for g in &one {
         model.apply(g, t0);
     }
-    let msgs: Vec<(i32, Vec<u8>)> = events(&one, 0)
-        .iter()
-        .enumerate()
-        .map(|(i, e)| ((i % 2) as i32, e.to_string().into_bytes()))
-        .collect();
-    send_all(&producer, &setup.topic, &msgs).await;
+    send_round_robin(&producer, &setup.topic, &events(&one, 0), 2).await;
     wait_boards(&redis, &setup, &model.boards, Duration::from_secs(60)).await;
     let want = (model.applied, model.late);
     let got = wait_steady(Duration::from_secs(20), QUIET, "phase one counts", || {
@@ -518,12 +513,7 @@ async fn closed_periods_count_late_end_to_end() {
     for g in &two {
         model.apply(g, t0);
     }
-    let msgs: Vec<(i32, Vec<u8>)> = events(&two, 100)
-        .iter()
-        .enumerate()
-        .map(|(i, e)| ((i % 2) as i32, e.to_string().into_bytes()))
-        .collect();
-    send_all(&producer, &setup.topic, &msgs).await;
+    send_round_robin(&producer, &setup.topic, &events(&two, 100), 2).await;
     wait_boards(&redis, &setup, &model.boards, Duration::from_secs(60)).await;
     let want = (model.applied, model.late);
     assert_eq!(want, (7, 3));

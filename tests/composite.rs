@@ -31,15 +31,6 @@ const ALL: &str = "periods = [\"all\"]";
 /// `n` events of `members` users over `games` games (the scope of scoped
 /// boards), with random field values and out-of-order times.
 fn random_events(g: &mut Gen, n: usize, members: u64, games: u64) -> Vec<serde_json::Value> {
-    let value = |g: &mut Gen| -> i64 {
-        match g.below(10) {
-            0 => MAX,
-            1 => -MAX,
-            2 => MAX - 1,
-            3 => -(MAX - 1),
-            _ => g.below(5) as i64 - 2,
-        }
-    };
     (0..n)
         .map(|k| {
             let mut e = json!({
@@ -49,14 +40,7 @@ fn random_events(g: &mut Gen, n: usize, members: u64, games: u64) -> Vec<serde_j
                 "user_id": format!("u{}", g.below(members)),
                 "game_id": format!("g{}", g.below(games)), "points": 1,
             });
-            for i in 0..4 {
-                if g.below(2) == 0 {
-                    e[format!("s{i}")] = json!(g.below(7) as i64 - 3);
-                }
-                if g.below(2) == 0 {
-                    e[format!("v{i}")] = json!(value(g));
-                }
-            }
+            random_fields(g, &mut e, &[MAX, -MAX, MAX - 1, -(MAX - 1)]);
             e
         })
         .collect()
@@ -257,12 +241,7 @@ async fn scoped_composite_boards_rank_as_the_model_on_a_cluster() {
     let setup = Setup::new_cluster(&broker, &cluster, &text);
     broker.create_topic(&setup.topic, 4).await;
     let events = random_events(&mut g, 600, 20, 6);
-    let messages: Vec<(i32, Vec<u8>)> = events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| ((i % 4) as i32, e.to_string().into_bytes()))
-        .collect();
-    send_all(&broker.producer(), &setup.topic, &messages).await;
+    send_round_robin(&broker.producer(), &setup.topic, &events, 4).await;
     let shared: SharedClock = Arc::new(ManualClock::new(T0 + 60_000));
     let app = InProcess::start(&setup, shared).await;
     let games: Vec<String> = (0..6).map(|i| format!("g{i}")).collect();
@@ -472,12 +451,7 @@ async fn the_stage_clear_board_ranks_end_to_end_through_kafka() {
         )
     });
     assert_eq!(by_model, order, "the hand ranking agrees with the model");
-    let messages: Vec<(i32, Vec<u8>)> = events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| ((i % 2) as i32, e.to_string().into_bytes()))
-        .collect();
-    send_all(&broker.producer(), &setup.topic, &messages).await;
+    send_round_robin(&broker.producer(), &setup.topic, &events, 2).await;
     let shared: SharedClock = Arc::new(ManualClock::new(now));
     let app = InProcess::start(&setup, shared).await;
     let metrics = app.url("/metrics");

@@ -69,7 +69,7 @@ async fn boards_listing_and_top_show_every_field() {
         "{boards}"
     );
 
-    let out = CliConfig::new(BOARD, &redis.url(), &prefix).run(&["top", "stages", "all"], &[]);
+    let out = CliConfig::new(BOARD, &redis.url(), &prefix).run("top stages all", &[]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let rows: Vec<Vec<String>> = text
         .lines()

@@ -74,14 +74,6 @@ const WINDOWED: &str = "windows = [\"10m/1m\", \"3d/1d\"]\ntimezone = \"Asia/Tok
 /// minutes (some already out of the 10-minute window), a quarter up to four
 /// days back (most out of it, some out of the 3-day window too).
 fn random_events(g: &mut Gen, n: usize, now: i64, next_id: &mut u64) -> Vec<serde_json::Value> {
-    let value = |g: &mut Gen| -> i64 {
-        match g.below(10) {
-            0 => MAX,
-            1 => -MAX,
-            2 => MAX - 1,
-            _ => g.below(5) as i64 - 2,
-        }
-    };
     (0..n)
         .map(|_| {
             *next_id += 1;
@@ -96,14 +88,7 @@ fn random_events(g: &mut Gen, n: usize, now: i64, next_id: &mut u64) -> Vec<serd
                 "type": "score", "event_id": format!("e{next_id}"), "ts": ts,
                 "user_id": format!("u{}", g.below(10)), "game_id": "g0", "points": 1,
             });
-            for i in 0..4 {
-                if g.below(2) == 0 {
-                    e[format!("s{i}")] = json!(g.below(7) as i64 - 3);
-                }
-                if g.below(2) == 0 {
-                    e[format!("v{i}")] = json!(value(g));
-                }
-            }
+            random_fields(g, &mut e, &[MAX, -MAX, MAX - 1]);
             e
         })
         .collect()
@@ -486,12 +471,7 @@ async fn scoped_composite_windows_hold_the_model_on_a_cluster() {
     for (k, e) in events.iter_mut().enumerate() {
         e["game_id"] = json!(format!("g{}", k % 5));
     }
-    let messages: Vec<(i32, Vec<u8>)> = events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| ((i % 4) as i32, e.to_string().into_bytes()))
-        .collect();
-    send_all(&broker.producer(), &setup.topic, &messages).await;
+    send_round_robin(&broker.producer(), &setup.topic, &events, 4).await;
     let clock = ManualClock::new(start);
     let shared: SharedClock = Arc::new(clock.clone());
     let app = InProcess::start(&setup, shared).await;

@@ -170,12 +170,7 @@ async fn an_event_whose_bucket_leaves_the_window_before_apply_is_counted_late() 
         json!({"type": "score", "event_id": "s-old", "ts": old, "user_id": "player",
                "game_id": "g", "points": 7}),
     ];
-    let messages: Vec<(i32, Vec<u8>)> = events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| ((i % 2) as i32, e.to_string().into_bytes()))
-        .collect();
-    send_all(&broker.producer(), &setup.topic, &messages).await;
+    send_round_robin(&broker.producer(), &setup.topic, &events, 2).await;
     // Taken into the batch within a fetch; then five minutes pass.
     tokio::time::sleep(Duration::from_secs(3)).await;
     clock.advance(5 * MIN);

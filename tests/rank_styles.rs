@@ -392,22 +392,9 @@ async fn rankflow_top_prints_ranks_in_the_style_asked_for() {
     };
     env.write_live("speed", None, &week, &ms).await;
     let config = CliConfig::new(&boards(&env.pg.url()), &env.redis.url(), &env.prefix);
-    let top = |rank: &str| {
-        config.run(
-            &[
-                "top", "speed", "week", "--period", &week, "--limit", "15", "--rank", rank,
-            ],
-            &[],
-        )
-    };
+    let top = |rank: &str| format!("top speed week --period {week} --limit 15 --rank {rank}");
     for style in STYLES {
-        let out = top(style);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = config.stdout(&top(style), &[]);
         let rows: Vec<(u64, String)> = stdout
             .lines()
             .skip(2)
@@ -421,7 +408,7 @@ async fn rankflow_top_prints_ranks_in_the_style_asked_for() {
             .collect();
         assert_eq!(rows, want, "--rank {style}:\n{stdout}");
     }
-    let out = top("olympic");
+    let out = config.run(&top("olympic"), &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(

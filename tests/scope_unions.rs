@@ -113,32 +113,19 @@ periods = ["day"]
 type Ev = (String, i64, i64, String);
 
 /// 10 Tokyo days 2026-10-27 ..= 2026-11-05 (across a month boundary), 8
-/// members over the 4 games, events at 00:05, 12:00 and 23:55 local (the
-/// first and last fall on another UTC date), points from a fixed
-/// pseudo-random sequence; in time order.
+/// members over the 4 games, 4 events at each of 00:05, 12:00, 19:00 and
+/// 23:55 local (the first and last fall on another UTC date), points from
+/// a fixed pseudo-random sequence; in time order.
 fn events() -> Vec<Ev> {
-    let mut seed: u64 = 99;
-    let mut next = move || {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        seed >> 33
-    };
-    let mut out = Vec::new();
-    for day in 0..10 {
-        let d = date(2026, 10, 27) + chrono::Days::new(day);
-        let (y, m, dd) = (
-            chrono::Datelike::year(&d),
-            chrono::Datelike::month(&d),
-            chrono::Datelike::day(&d),
-        );
-        for (h, min) in [(0, 5), (12, 0), (19, 0), (23, 55)] {
-            for k in 0..4 {
-                let member = format!("m{}", next() % 8);
-                let game = GAMES[(next() % 4) as usize].to_string();
-                let ts = tokyo(y, m, dd, h, min) + k * 1_000;
-                out.push((member, ts, (next() % 40) as i64 + 1, game));
-            }
-        }
-    }
+    let mut next = lcg(99);
+    let mut out: Vec<Ev> = tokyo_times(&[(0, 5), (12, 0), (19, 0), (23, 55)], 4)
+        .into_iter()
+        .map(|ts| {
+            let member = format!("m{}", next() % 8);
+            let game = GAMES[(next() % 4) as usize].to_string();
+            (member, ts, (next() % 40) as i64 + 1, game)
+        })
+        .collect();
     out.sort_by_key(|e| e.1);
     out
 }
@@ -619,13 +606,7 @@ async fn a_scope_union_is_computed_once_per_ttl_and_once_for_concurrent_readers(
         None,
     );
     for a in answers {
-        let got: Vec<(String, i64)> = a
-            .expect("read")
-            .entries
-            .iter()
-            .map(|e| (e.member.clone(), e.score as i64))
-            .collect();
-        assert_eq!(got, want);
+        assert_eq!(list_rows(&a.expect("read")), want);
     }
 }
 
@@ -729,27 +710,9 @@ async fn rankflow_top_reads_a_union_of_two_scopes() {
     let prefix = unique("stop");
     let evs = events();
     let _d = applied(&redis.url(), &prefix, &evs).await;
-    let out = CliConfig::new(boards_toml(), &redis.url(), &prefix).run(
-        &[
-            "top",
-            "heat",
-            "last:3d",
-            "--period",
-            "2026-11-05",
-            "--limit",
-            "3",
-            "--scope",
-            "g1",
-            "--scope",
-            "g2",
-        ],
+    let stdout = CliConfig::new(boards_toml(), &redis.url(), &prefix).stdout(
+        "top heat last:3d --period 2026-11-05 --limit 3 --scope g1 --scope g2",
         &[],
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("scopes=g1,g2"), "{stdout}");
     let want = reference(

@@ -87,32 +87,19 @@ periods = ["day"]
 /// One event: member, time (ms), points.
 type Ev = (String, i64, i64);
 
-/// 10 Tokyo days 2026-10-27 ..= 2026-11-05, 8 members, events at 00:05,
-/// 12:00 and 23:55 local (the first and last are on another UTC date), with
-/// points from a fixed pseudo-random sequence; events in time order.
+/// 10 Tokyo days 2026-10-27 ..= 2026-11-05, 8 members, 3 events at each
+/// of 00:05, 12:00 and 23:55 local (the first and last are on another UTC
+/// date), with points from a fixed pseudo-random sequence; events in time
+/// order.
 fn events() -> Vec<Ev> {
-    let mut seed: u64 = 12_345;
-    let mut next = move || {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        seed >> 33
-    };
-    let mut out = Vec::new();
-    let first = NaiveDate::from_ymd_opt(2026, 10, 27).expect("date");
-    for day in 0..10 {
-        let date = first + chrono::Days::new(day);
-        let (y, m, d) = (
-            chrono::Datelike::year(&date),
-            chrono::Datelike::month(&date),
-            chrono::Datelike::day(&date),
-        );
-        for (h, min) in [(0, 5), (12, 0), (23, 55)] {
-            for k in 0..3 {
-                let member = format!("m{}", next() % 8);
-                let ts = tokyo(y, m, d, h, min) + k * 1_000;
-                out.push((member, ts, (next() % 50) as i64 + 1));
-            }
-        }
-    }
+    let mut next = lcg(12_345);
+    let mut out: Vec<Ev> = tokyo_times(&[(0, 5), (12, 0), (23, 55)], 3)
+        .into_iter()
+        .map(|ts| {
+            let member = format!("m{}", next() % 8);
+            (member, ts, (next() % 50) as i64 + 1)
+        })
+        .collect();
     out.sort_by_key(|e| e.1);
     out
 }
@@ -541,13 +528,7 @@ async fn a_union_is_computed_once_per_ttl_and_once_for_concurrent_readers() {
     );
     let want5 = reference(&evs, date(2026, 11, 1), date(2026, 11, 5), "sum", None);
     for a in answers {
-        let a = a.expect("read");
-        let got: Vec<(String, i64)> = a
-            .entries
-            .iter()
-            .map(|e| (e.member.clone(), e.score as i64))
-            .collect();
-        assert_eq!(got, want5);
+        assert_eq!(list_rows(&a.expect("read")), want5);
     }
 }
 
@@ -601,29 +582,8 @@ async fn rankflow_top_reads_a_rolling_view_and_check_shows_the_cache() {
     let evs = events();
     let _d = applied(&redis.url(), &prefix, &evs, now()).await;
     let config = CliConfig::new(boards_toml(), &redis.url(), &prefix);
-    let run = |args: &[&str], env: &[(&str, &str)]| {
-        let out = config.run(args, env);
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(
-            out.status.success(),
-            "{args:?}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    };
     // `top` uses the machine's clock: the range is named with --period.
-    let stdout = run(
-        &[
-            "top",
-            "heat",
-            "last:3d",
-            "--period",
-            "2026-11-05",
-            "--limit",
-            "20",
-        ],
-        &[],
-    );
+    let stdout = config.stdout("top heat last:3d --period 2026-11-05 --limit 20", &[]);
     let got: Vec<(String, i64)> = stdout
         .lines()
         .skip(2)
@@ -634,7 +594,7 @@ async fn rankflow_top_reads_a_rolling_view_and_check_shows_the_cache() {
         .collect();
     let want = reference(&evs, date(2026, 11, 3), date(2026, 11, 5), "sum", None);
     assert_eq!(got, want, "{stdout}");
-    let checked = run(&["check"], &[("RANKFLOW_HTTP_UNION_CACHE", "250ms")]);
+    let checked = config.stdout("check", &[("RANKFLOW_HTTP_UNION_CACHE", "250ms")]);
     assert!(checked.contains("union views cached 250ms"), "{checked}");
 }
 

@@ -137,12 +137,7 @@ async fn windows_slide_with_the_clock_and_aggregates_keep_their_tie_breaks() {
         score(6, "u4", 2, 10),
         score(7, "u5", 25, 1),
     ];
-    let messages: Vec<(i32, Vec<u8>)> = events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| ((i % 2) as i32, e.to_string().into_bytes()))
-        .collect();
-    send_all(&broker.producer(), &setup.topic, &messages).await;
+    send_round_robin(&broker.producer(), &setup.topic, &events, 2).await;
     let clock = ManualClock::new(now);
     let shared: SharedClock = Arc::new(clock.clone());
     let app = InProcess::start(&setup, shared).await;

@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use rankflow::reader::{Entry, Query, Reader};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{InProcess, get_json};
 
@@ -103,6 +103,27 @@ impl BoardDef {
             self.tie,
             fields.join("\n")
         )
+    }
+}
+
+/// Sets random values on event `e` for the fields random boards read
+/// ([`BoardDef::source`]): each `s<i>` (i < 4) half the time, small
+/// (-3..=3, so no sum overflows); each `v<i>` half the time, one of
+/// `extremes` or small (-2..=2): of 10 equally likely draws, the first
+/// `extremes.len()` pick an extreme.
+pub fn random_fields(g: &mut Gen, e: &mut Value, extremes: &[i64]) {
+    for i in 0..4 {
+        if g.below(2) == 0 {
+            e[format!("s{i}")] = json!(g.below(7) as i64 - 3);
+        }
+        if g.below(2) == 0 {
+            let k = g.below(10) as usize;
+            let v = match extremes.get(k) {
+                Some(x) => *x,
+                None => g.below(5) as i64 - 2,
+            };
+            e[format!("v{i}")] = json!(v);
+        }
     }
 }
 

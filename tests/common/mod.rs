@@ -307,6 +307,22 @@ pub async fn send_all(producer: &FutureProducer, topic: &str, messages: &[(i32, 
     }
 }
 
+/// Sends JSON events with [`send_all`], the i-th to partition i mod
+/// `partitions`.
+pub async fn send_round_robin(
+    producer: &FutureProducer,
+    topic: &str,
+    events: &[serde_json::Value],
+    partitions: usize,
+) {
+    let messages: Vec<(i32, Vec<u8>)> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| ((i % partitions) as i32, e.to_string().into_bytes()))
+        .collect();
+    send_all(producer, topic, &messages).await;
+}
+
 /// Sends `messages` in chunks with a pause between them, so faults can be
 /// injected while events are still arriving.
 pub fn feed(
@@ -1030,17 +1046,29 @@ impl CliConfig {
         CliConfig { path, _dir: dir }
     }
 
-    /// `rankflow <args> -c <this config>`, with `env` added to its
-    /// environment.
-    pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    /// `rankflow <command> -c <this config>` (the words of `command` are
+    /// its arguments), with `env` added to its environment.
+    pub fn run(&self, command: &str, env: &[(&str, &str)]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_rankflow"))
-            .args(args)
+            .args(command.split_whitespace())
             .arg("-c")
             .arg(&self.path)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .output()
             .expect("rankflow runs")
+    }
+
+    /// [`CliConfig::run`], which must succeed: its standard output.
+    pub fn stdout(&self, command: &str, env: &[(&str, &str)]) -> String {
+        let out = self.run(command, env);
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "{command}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
     }
 }
 

@@ -7,10 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
-use chrono::{NaiveDate, TimeZone};
+use chrono::{Datelike, NaiveDate, TimeZone};
 use chrono_tz::Tz;
 use rankflow::clock::SharedClock;
-use rankflow::reader::{Reader, Unions};
+use rankflow::reader::{List, Reader, Unions};
 use serde_json::Value;
 
 use super::direct::Direct;
@@ -36,6 +36,31 @@ pub fn local_date(ts: i64) -> NaiveDate {
 
 pub fn date(y: i32, m: u32, d: u32) -> NaiveDate {
     NaiveDate::from_ymd_opt(y, m, d).expect("date")
+}
+
+/// A fixed pseudo-random sequence (a 64-bit LCG) from `seed`.
+pub fn lcg(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        seed >> 33
+    }
+}
+
+/// The times of the events of these tests: on each of the 10 Tokyo days
+/// 2026-10-27 ..= 2026-11-05 (across a month boundary), at each local
+/// `(hour, minute)` of `times`, `per_time` events a second apart; in that
+/// order.
+pub fn tokyo_times(times: &[(u32, u32)], per_time: i64) -> Vec<i64> {
+    let mut out = Vec::new();
+    for day in 0..10 {
+        let d = date(2026, 10, 27) + chrono::Days::new(day);
+        for &(h, min) in times {
+            for k in 0..per_time {
+                out.push(tokyo(d.year(), d.month(), d.day(), h, min) + k * 1_000);
+            }
+        }
+    }
+    out
 }
 
 /// Now in these tests: 2026-11-05 20:00 in Tokyo (11:00 UTC).
@@ -123,6 +148,14 @@ pub fn rows(body: &Value) -> Vec<(String, i64)> {
                 e["score"].as_i64().expect("score"),
             )
         })
+        .collect()
+}
+
+/// (member, score) of each entry of a list the reader answered, in order.
+pub fn list_rows(list: &List) -> Vec<(String, i64)> {
+    list.entries
+        .iter()
+        .map(|e| (e.member.clone(), e.score as i64))
         .collect()
 }
 
