@@ -14,11 +14,14 @@
 
 mod common;
 
-use common::archive_env::{ArchiveEnv, Member, assert_reads_use_indexes, week_bounds};
+use common::archive_env::{
+    ArchiveEnv, Member, SPEED, archive_table, assert_reads_use_indexes, check_reads, week_bounds,
+    week_copy, week_key,
+};
 use common::postgres::Postgres;
 use common::*;
 use futures::stream;
-use rankflow::archive::copy::{Archive, Copy, PeriodKey, Standing};
+use rankflow::archive::copy::{Archive, PeriodKey, Standing};
 use rankflow::archive::read::ArchiveReader;
 use rankflow::archive::schema;
 use serde_json::{Value, json};
@@ -30,11 +33,7 @@ const PAST: &str = "2026-W45";
 
 fn boards(pg_url: &str) -> String {
     format!(
-        r#"
-[archive]
-url = "{pg_url}"
-grace = "10m"
-
+        r#"{}
 [[board]]
 name = "plain"
 event = "score"
@@ -51,16 +50,8 @@ score = "count"
 scope = "receiver_id"
 periods = ["week"]
 archive = ["week"]
-
-[[board]]
-name = "speed"
-event = "score"
-member = "user_id"
-score = "points"
-periods = ["week"]
-tie_break = "earliest"
-archive = ["week"]
-"#
+{SPEED}"#,
+        archive_table(pg_url)
     )
 }
 
@@ -185,22 +176,6 @@ fn expected_reads(board: &str, scope: Option<&str>, ms: &[Member]) -> Vec<(Strin
     out
 }
 
-/// Every expected read, answered with `source` (none on errors).
-async fn check_reads(env: &ArchiveEnv, reads: &[(String, u16, Value)], source: &str) -> Vec<Value> {
-    let mut bodies = Vec::new();
-    for (path, status, want) in reads {
-        let (code, _, mut body) = get(&env.url(path)).await;
-        assert_eq!(code, *status, "{path}: {body}");
-        if code == 200 {
-            assert_eq!(body["source"], source, "{path}: {body}");
-            body.as_object_mut().expect("object").remove("source");
-        }
-        assert_eq!(&body, want, "{path} ({source})");
-        bodies.push(body);
-    }
-    bodies
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_past_period_reads_the_same_live_and_archived() {
     let mut env = env().await;
@@ -215,11 +190,11 @@ async fn a_past_period_reads_the_same_live_and_archived() {
         let ms = reference(board, scope);
         env.write_live(board, scope, PAST, &ms).await;
         let expected = expected_reads(board, scope, &ms);
-        let live = check_reads(&env, &expected, "live").await;
+        let live = check_reads(&env.base, &expected, "live").await;
         // The archiver's work: copy the final standings, then the keys go.
         env.archive(board, scope, PAST, &ms).await;
         env.delete_live(board, scope, PAST).await;
-        let archived = check_reads(&env, &expected, "archive").await;
+        let archived = check_reads(&env.base, &expected, "archive").await;
         assert_eq!(live, archived, "{board} {scope:?}");
         reads += expected.len();
     }
@@ -447,54 +422,31 @@ async fn archive_reads_use_the_indexes_and_read_scores_back_exactly() {
     ];
     // Several large periods, so the planner has a real choice.
     for w in 40..44 {
-        let key = PeriodKey {
-            board: "b".into(),
-            scope: String::new(),
-            view: "week".into(),
-            period: format!("2026-W{w}"),
-        };
+        let key = week_key("b", None, &format!("2026-W{w}"));
         let rows: Vec<Standing> = (0..30_000)
             .map(|i| Standing {
                 member: format!("m{i}"),
                 score: exact.get(i).copied().unwrap_or((30_000 - i) as f64),
             })
             .collect();
-        let (start_ms, end_ms) = week_bounds(&key.period);
-        let what = Copy {
-            key: &key,
-            start_ms,
-            end_ms,
-            replace: false,
-        };
         writer
-            .copy(what, stream::iter(vec![Ok(rows)]))
+            .copy(week_copy(&key), stream::iter(vec![Ok(rows)]))
             .await
             .expect("copy");
     }
-    writer
-        .client()
-        .batch_execute("ANALYZE rankflow_archive; ANALYZE rankflow_archived_periods")
-        .await
-        .expect("analyze");
-    let (b, s, v, p) = ("b", "", "week", "2026-W42");
+    let key = week_key("b", None, "2026-W42");
     let ids = ["m777", "m3", "nobody"].map(String::from);
-    assert_reads_use_indexes(writer.client(), (b, s, v, p), "m777", &ids).await;
+    assert_reads_use_indexes(writer.client(), &key, "m777", &ids).await;
 
     let reader = ArchiveReader::new(&pg.url()).expect("url");
-    let key = PeriodKey {
-        board: b.into(),
-        scope: s.into(),
-        view: v.into(),
-        period: p.into(),
-    };
     let page = reader
         .page(&key, 1, exact.len() as u64)
         .await
         .expect("page")
         .expect("archived");
     assert_eq!(page.period.members, 30_000);
-    assert_eq!(page.period.start_ms, week_bounds(p).0);
-    assert_eq!(page.period.end_ms, week_bounds(p).1);
+    assert_eq!(page.period.start_ms, week_bounds(&key.period).0);
+    assert_eq!(page.period.end_ms, week_bounds(&key.period).1);
     for (i, (row, want)) in page.rows.iter().zip(exact).enumerate() {
         assert_eq!(row.rank, i as u64 + 1);
         assert_eq!(row.member, format!("m{i}"));

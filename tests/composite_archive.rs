@@ -25,12 +25,14 @@ mod common;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::archive_env::{assert_reads_use_indexes, week_bounds};
+use common::archive_env::{
+    assert_reads_use_indexes, check_reads, week_bounds, week_copy, week_key,
+};
 use common::direct::Direct;
 use common::postgres::Postgres;
 use common::*;
 use futures::stream;
-use rankflow::archive::copy::{Archive, Copied, Copy, PeriodKey, Row};
+use rankflow::archive::copy::{Archive, Copied, PeriodKey, Row};
 use rankflow::archive::due::{self, DueItem};
 use rankflow::archive::read::{ArchiveReader, ArchivedRow};
 use rankflow::archive::runner::Outcome;
@@ -264,22 +266,6 @@ fn expected_reads() -> Vec<(String, u16, Value)> {
     out
 }
 
-/// Every expected read, answered with `source` (none on errors).
-async fn check_reads(base: &str, reads: &[(String, u16, Value)], source: &str) -> Vec<Value> {
-    let mut bodies = Vec::new();
-    for (path, status, want) in reads {
-        let (code, mut body) = get_json(&format!("{base}{path}")).await;
-        assert_eq!(code, *status, "{path}: {body}");
-        if code == 200 {
-            assert_eq!(body["source"], source, "{path}: {body}");
-            body.as_object_mut().expect("object").remove("source");
-        }
-        assert_eq!(&body, want, "{path} ({source})");
-        bodies.push(body);
-    }
-    bodies
-}
-
 /// Rows of the archive's reader as (rank, member, score, fields).
 fn rows(rows: &[ArchivedRow]) -> Vec<(u64, String, f64, Option<FieldValues>)> {
     rows.iter()
@@ -483,12 +469,7 @@ async fn a_composite_period_reads_the_same_live_and_archived_as_the_hand_made_ta
     assert_eq!(speed_live, speed_archived);
 
     // Every rank style and lists of members, on the archive's reader.
-    let key = PeriodKey {
-        board: "stages".into(),
-        scope: String::new(),
-        view: "week".into(),
-        period: PAST.into(),
-    };
+    let key = week_key("stages", None, PAST);
     let reader = ArchiveReader::new(&pg.url()).expect("archive url");
     check_styled(&reader, &key).await;
     let speed_key = PeriodKey {
@@ -557,12 +538,7 @@ async fn composite_archive_reads_use_the_indexes_and_read_fields_back_exactly() 
         (f64::NEG_INFINITY, vec![None, None, None]),
     ];
     for w in 40..44 {
-        let key = PeriodKey {
-            board: "c".into(),
-            scope: String::new(),
-            view: "week".into(),
-            period: format!("2026-W{w}"),
-        };
+        let key = week_key("c", None, &format!("2026-W{w}"));
         let mut all: Vec<Row> = (0..20_000i64)
             .map(|i| Row {
                 member: format!("m{i}"),
@@ -578,37 +554,19 @@ async fn composite_archive_reads_use_the_indexes_and_read_fields_back_exactly() 
         // The edges sort first by score except the infinite ones: rank
         // order as the board gives it is what the copy is handed.
         all.sort_by(|x, y| y.score.total_cmp(&x.score));
-        let (start_ms, end_ms) = week_bounds(&key.period);
-        let what = Copy {
-            key: &key,
-            start_ms,
-            end_ms,
-            replace: false,
-        };
         let done = writer
-            .copy_rows(what, Some(&names), stream::iter(vec![Ok(all)]))
+            .copy_rows(week_copy(&key), Some(&names), stream::iter(vec![Ok(all)]))
             .await
             .expect("copy");
         assert_eq!(done, Copied::Done { members: 20_005 });
     }
-    writer
-        .client()
-        .batch_execute("ANALYZE rankflow_archive; ANALYZE rankflow_archived_periods")
-        .await
-        .expect("analyze");
-    let (b, s, v, p) = ("c", "", "week", "2026-W42");
+    let key = week_key("c", None, "2026-W42");
     let ids = ["m777", "edge3", "nobody"].map(String::from);
-    assert_reads_use_indexes(writer.client(), (b, s, v, p), "m777", &ids).await;
+    assert_reads_use_indexes(writer.client(), &key, "m777", &ids).await;
 
     // Fields at ±2^53, missing ones, and the -inf score read back exactly,
     // with ranks tied on every field (the two -inf rows differ in fields).
     let reader = ArchiveReader::new(&pg.url()).expect("url");
-    let key = PeriodKey {
-        board: b.into(),
-        scope: s.into(),
-        view: v.into(),
-        period: p.into(),
-    };
     let named3 =
         |f: &[Option<i64>]| FieldValues(names.iter().cloned().zip(f.iter().copied()).collect());
     let top = reader

@@ -19,7 +19,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::archive_env::{ArchiveEnv, Member};
+use common::archive_env::{ArchiveEnv, Member, PLAIN, SPEED, archive_table};
 use common::{CliConfig, get_json};
 use serde_json::{Value, json};
 
@@ -29,30 +29,9 @@ const NOW: i64 = 1_795_262_400_000;
 const PAST: &str = "2026-W45";
 const STYLES: [&str; 3] = ["ordinal", "competition", "dense"];
 
+/// `plain`, `speed` and `fast`, a `min` board (ascending).
 fn boards(pg_url: &str) -> String {
-    format!(
-        r#"
-[archive]
-url = "{pg_url}"
-grace = "10m"
-
-[[board]]
-name = "plain"
-event = "score"
-member = "user_id"
-score = "points"
-periods = ["week"]
-archive = ["week"]
-
-[[board]]
-name = "speed"
-event = "score"
-member = "user_id"
-score = "points"
-periods = ["week"]
-tie_break = "earliest"
-archive = ["week"]
-
+    let fast = r#"
 [[board]]
 name = "fast"
 event = "score"
@@ -61,8 +40,8 @@ score = "points"
 aggregate = "min"
 periods = ["week"]
 archive = ["week"]
-"#
-    )
+"#;
+    [archive_table(pg_url).as_str(), PLAIN, SPEED, fast].concat()
 }
 
 /// The reference boards in rank order, by the rules of docs/http-api.md stated here:

@@ -528,57 +528,13 @@ async fn fifty_subscribers_cost_the_redis_reads_of_one_and_the_cap_answers_503()
 /// 2026-11-21T12:00:00Z: week 2026-W47 is current.
 const NOW: i64 = 1_795_262_400_000;
 
-fn archived_boards(pg_url: &str) -> String {
-    format!(
-        r#"
-[archive]
-url = "{pg_url}"
-grace = "10m"
-
-[[board]]
-name = "plain"
-event = "score"
-member = "user_id"
-score = "points"
-periods = ["week"]
-archive = ["week"]
-"#
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_archived_period_is_sent_once_and_the_stream_stays_open() {
-    use common::archive_env::ArchiveEnv;
-    use rankflow::archive::copy::{Copied, Copy, PeriodKey, Standing};
+    use common::archive_env::{ArchiveEnv, PLAIN, archive_table};
 
-    let mut env = ArchiveEnv::start("streams", archived_boards, NOW).await;
-    // 2026-W45: Monday 2 November 2026, 00:00 UTC.
-    let start_ms = 1_793_577_600_000;
-    let key = PeriodKey {
-        board: "plain".into(),
-        scope: String::new(),
-        view: "week".into(),
-        period: "2026-W45".into(),
-    };
-    let standings: Vec<Standing> = [("x", 9.0), ("y", 5.0), ("z", 2.0)]
-        .iter()
-        .map(|(m, s)| Standing {
-            member: m.to_string(),
-            score: *s,
-        })
-        .collect();
-    let what = Copy {
-        key: &key,
-        start_ms,
-        end_ms: start_ms + 7 * 86_400_000,
-        replace: true,
-    };
-    let done = env
-        .writer
-        .copy(what, futures::stream::iter([Ok(standings)]))
-        .await
-        .expect("copy");
-    assert_eq!(done, Copied::Done { members: 3 });
+    let mut env = ArchiveEnv::start("streams", |pg| archive_table(pg) + PLAIN, NOW).await;
+    let standings = [("x", 9.0), ("y", 5.0), ("z", 2.0)].map(|(m, s)| (m.to_string(), s, 0));
+    env.archive("plain", None, "2026-W45", &standings).await;
 
     let url = format!(
         "{}/v1/boards/plain/week/top/stream?period=2026-W45",

@@ -13,10 +13,11 @@ use futures::stream;
 use rankflow::archive::copy::{Archive, Copied, Copy, PeriodKey, Standing};
 use rankflow::archive::read::{ArchiveReader, sql};
 use rankflow::archive::schema;
+use serde_json::Value;
 
 use super::direct::Direct;
 use super::postgres::Postgres;
-use super::{Redis, unique};
+use super::{Redis, get_json, unique};
 
 pub struct ArchiveEnv {
     pub redis: Redis,
@@ -100,13 +101,7 @@ impl ArchiveEnv {
     /// (so ties also cross chunk boundaries), as the archiver does: a week
     /// already archived is not copied again, and then this fails.
     pub async fn archive(&mut self, board: &str, scope: Option<&str>, period: &str, ms: &[Member]) {
-        let key = PeriodKey {
-            board: board.into(),
-            scope: scope.unwrap_or("").into(),
-            view: "week".into(),
-            period: period.into(),
-        };
-        let (start_ms, end_ms) = week_bounds(period);
+        let key = week_key(board, scope, period);
         let chunks: Vec<_> = ms
             .chunks(4)
             .map(|c| {
@@ -118,15 +113,9 @@ impl ArchiveEnv {
                     .collect())
             })
             .collect();
-        let what = Copy {
-            key: &key,
-            start_ms,
-            end_ms,
-            replace: false,
-        };
         let copied = self
             .writer
-            .copy(what, stream::iter(chunks))
+            .copy(week_copy(&key), stream::iter(chunks))
             .await
             .expect("copy");
         assert_eq!(
@@ -155,11 +144,41 @@ impl ArchiveEnv {
     }
 }
 
+/// The `[archive]` table of these tests: the PostgreSQL at `pg_url`,
+/// periods archived 10 minutes after they close.
+pub fn archive_table(pg_url: &str) -> String {
+    format!("\n[archive]\nurl = \"{pg_url}\"\ngrace = \"10m\"\n")
+}
+
+/// The `plain` board: points of `score` events per `user_id` by week,
+/// archived.
+pub const PLAIN: &str = r#"
+[[board]]
+name = "plain"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["week"]
+archive = ["week"]
+"#;
+
+/// The [`EARLIEST`] board: `plain` with ties broken by the earliest time.
+pub const SPEED: &str = r#"
+[[board]]
+name = "speed"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["week"]
+tie_break = "earliest"
+archive = ["week"]
+"#;
+
 /// One member of a board written live or archived: name, value, and the
 /// time it got the value (read by the [`EARLIEST`] board only).
 pub type Member = (String, f64, i64);
 
-/// The board of these tests with `tie_break = "earliest"`.
+/// The board of these tests with `tie_break = "earliest"` ([`SPEED`]).
 pub const EARLIEST: &str = "speed";
 
 /// The member as a board keeps it: for the [`EARLIEST`] board `2^48 − 1 −
@@ -170,6 +189,46 @@ pub fn stored(board: &str, m: &Member) -> String {
         format!("{:012x}{}", (1i64 << 48) - 1 - m.2, m.0)
     } else {
         m.0.clone()
+    }
+}
+
+/// The archive's key of a week of `board` (in `scope`, if scoped).
+pub fn week_key(board: &str, scope: Option<&str>, period: &str) -> PeriodKey {
+    PeriodKey {
+        board: board.into(),
+        scope: scope.unwrap_or("").into(),
+        view: "week".into(),
+        period: period.into(),
+    }
+}
+
+/// Reads each `(path, status, body)` of `reads` from the API at `base`:
+/// the status and body must be the expected ones, the body of a 200 with
+/// `"source": source` added (left out of what is returned).
+pub async fn check_reads(base: &str, reads: &[(String, u16, Value)], source: &str) -> Vec<Value> {
+    let mut bodies = Vec::new();
+    for (path, status, want) in reads {
+        let (code, mut body) = get_json(&format!("{base}{path}")).await;
+        assert_eq!(code, *status, "{path}: {body}");
+        if code == 200 {
+            assert_eq!(body["source"], source, "{path}: {body}");
+            body.as_object_mut().expect("object").remove("source");
+        }
+        assert_eq!(&body, want, "{path} ({source})");
+        bodies.push(body);
+    }
+    bodies
+}
+
+/// What to copy to archive the week `key` names, as the archiver asks: its
+/// bounds, and no copy over one already complete.
+pub fn week_copy(key: &PeriodKey) -> Copy<'_> {
+    let (start_ms, end_ms) = week_bounds(&key.period);
+    Copy {
+        key,
+        start_ms,
+        end_ms,
+        replace: false,
     }
 }
 
@@ -190,20 +249,26 @@ pub fn week_bounds(period: &str) -> (i64, i64) {
     (start, start + 7 * 86_400_000)
 }
 
-/// EXPLAINs the archive's read statements (a page of ranks 100-150,
-/// `member`, the list `ids`, 5 around `member`) on one period
-/// `(board, scope, view, period)` of a large, analyzed archive, in every
-/// rank style (docs/http-api.md), and checks their plans: none scans the
+/// ANALYZEs the archive's tables (holding large periods, so the planner
+/// has a real choice), then EXPLAINs its read statements (a page of ranks
+/// 100-150, `member`, the list `ids`, 5 around `member`) on the period
+/// `key` in every rank style (docs/http-api.md),
+/// and checks their plans: none scans the
 /// rows table (the completion table has a row per period, and a scan of it
 /// is the planner's rightful choice); a page uses the primary key, a member
 /// or a list the member index, `around` both (a bitmap scan of the primary
 /// key, whose range depends on the member's rank, is still the index).
 pub async fn assert_reads_use_indexes(
     client: &tokio_postgres::Client,
-    (b, s, v, p): (&str, &str, &str, &str),
+    key: &PeriodKey,
     member: &str,
     ids: &[String],
 ) {
+    let (b, s, v, p) = (&key.board, &key.scope, &key.view, &key.period);
+    client
+        .batch_execute("ANALYZE rankflow_archive; ANALYZE rankflow_archived_periods")
+        .await
+        .expect("analyze");
     let explain = |sql: &str| format!("EXPLAIN {sql}");
     for style in ["ordinal", "competition", "dense"] {
         let plans = [
