@@ -248,11 +248,8 @@ async fn run_case(redis_url: &str, case: Case) -> Result<(), TestCaseError> {
     views.insert(("win:10m".into(), None), in_window);
     for ((view, period), evs) in &views {
         let q = Query {
-            board: "b".into(),
-            view: view.clone(),
-            scope: None,
-            scope_union: None,
             period: period.clone(),
+            ..query("b", view)
         };
         let got = reader
             .top(&q, 0, 100)

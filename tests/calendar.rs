@@ -23,11 +23,8 @@ fn score(i: usize, ts: i64, points: i64) -> serde_json::Value {
 
 async fn total(d: &Direct, view: &str, period: Option<&str>) -> Option<f64> {
     let q = Query {
-        board: "b".into(),
-        view: view.into(),
-        scope: None,
-        scope_union: None,
         period: period.map(str::to_string),
+        ..query("b", view)
     };
     d.reader().member(&q, "u").await.ok().map(|e| e.score)
 }
@@ -100,11 +97,8 @@ retention = { hour = "800d", day = "800d" }
     assert_eq!(views.len(), 4, "{hours:?}");
     assert_eq!(hours.len(), 8, "{hours:?}");
     let q = Query {
-        board: "b".into(),
-        view: "hour".into(),
-        scope: None,
-        scope_union: None,
         period: Some("2026-03-08T02".into()),
+        ..query("b", "hour")
     };
     assert!(matches!(
         d.reader().top(&q, 0, 10).await,

@@ -8,7 +8,6 @@ mod common;
 
 use common::direct::Direct;
 use common::*;
-use rankflow::reader::Query;
 use serde_json::json;
 
 const MAX: i64 = 1 << 53;
@@ -37,16 +36,6 @@ member = "user_id"
 score = "s0"
 windows = ["1h/1m"]
 "#;
-
-fn query(board: &str, view: &str) -> Query {
-    Query {
-        board: board.to_string(),
-        view: view.to_string(),
-        scope: None,
-        scope_union: None,
-        period: None,
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sum_past_two_to_the_53_is_an_overflow_on_every_board_kind() {

@@ -489,7 +489,6 @@ fn dense_from_raw(raw: &[(String, f64)], asc: bool) -> Vec<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dense_index_holds_each_distinct_value_once_through_every_write_path() {
     use common::direct::Direct;
-    use rankflow::reader::Query;
     use rankflow::reader::ranks::RankStyle;
 
     let redis = common::Redis::start();
@@ -559,13 +558,7 @@ async fn the_dense_index_holds_each_distinct_value_once_through_every_write_path
                     assert_eq!(vt, kt, "{key}: the index expires with its view");
                 }
             }
-            let q = Query {
-                board: board.into(),
-                view: view.into(),
-                scope: None,
-                scope_union: None,
-                period: None,
-            };
+            let q = common::query(board, view);
             let list = reader
                 .top_ranked(&q, 0, 1000, RankStyle::Dense)
                 .await
@@ -581,7 +574,6 @@ async fn the_dense_index_holds_each_distinct_value_once_through_every_write_path
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_view_with_members_before_the_index_never_gets_a_partial_one() {
     use common::direct::Direct;
-    use rankflow::reader::Query;
     use rankflow::reader::ranks::RankStyle;
 
     let redis = common::Redis::start();
@@ -615,13 +607,7 @@ async fn a_view_with_members_before_the_index_never_gets_a_partial_one() {
         .expect("EXISTS");
     assert_eq!(exists, 0, "no index is started under existing members");
     // Ascending min board: old2 1, old1 5, u1 5, u2 6, u3 9 (by hand).
-    let q = Query {
-        board: "imin".into(),
-        view: "all".into(),
-        scope: None,
-        scope_union: None,
-        period: None,
-    };
+    let q = common::query("imin", "all");
     let list = direct
         .reader()
         .top_ranked(&q, 0, 10, RankStyle::Dense)
@@ -672,7 +658,6 @@ async fn distinct_board(redis: &common::Redis, key: &str, n: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dense_page_at_the_bottom_of_200_000_values_costs_what_one_at_the_top_does() {
     use common::direct::Direct;
-    use rankflow::reader::Query;
     use rankflow::reader::ranks::RankStyle;
 
     let redis = common::Redis::start();
@@ -681,13 +666,7 @@ async fn a_dense_page_at_the_bottom_of_200_000_values_costs_what_one_at_the_top_
     let n = 200_000usize;
     distinct_board(&redis, &format!("{prefix}:{{isum}}:all"), n).await;
     let reader = direct.reader();
-    let q = Query {
-        board: "isum".into(),
-        view: "all".into(),
-        scope: None,
-        scope_union: None,
-        period: None,
-    };
+    let q = common::query("isum", "all");
     let mut cost = Vec::new();
     for offset in [0, n / 2, n - 10] {
         // Warm (script loaded), then measured.

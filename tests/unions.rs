@@ -21,7 +21,7 @@ use chrono_tz::Tz;
 use common::direct::Direct;
 use common::unions::*;
 use common::*;
-use rankflow::reader::{Query, Unions};
+use rankflow::reader::Unions;
 use serde_json::{Value, json};
 
 fn boards_toml() -> &'static str {
@@ -462,13 +462,7 @@ async fn a_union_is_computed_once_per_ttl_and_once_for_concurrent_readers() {
     let d = applied(&redis.url(), &prefix, &evs, now()).await;
     let ttl = 2_000;
     let r = reader(&d, ttl);
-    let q = |view: &str| Query {
-        board: "heat".into(),
-        view: view.into(),
-        scope: None,
-        scope_union: None,
-        period: None,
-    };
+    let q = |view: &str| query("heat", view);
     let want = reference(&evs, date(2026, 10, 30), date(2026, 11, 5), "sum", None);
     let before = redis.calls("zunionstore");
     let first = r.top(&q("last:7d"), 0, 1000).await.expect("read");

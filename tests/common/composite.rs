@@ -11,10 +11,10 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use rankflow::reader::{Entry, Query, Reader};
+use rankflow::reader::{Entry, Reader};
 use serde_json::{Value, json};
 
-use super::{InProcess, get_json};
+use super::{InProcess, get_json, query};
 
 /// 2^53: the largest magnitude a composite field holds exactly.
 pub const MAX: i64 = 1 << 53;
@@ -209,17 +209,6 @@ pub fn ranked(def: &BoardDef, m: &Model) -> Vec<Row> {
     rows.into_iter()
         .map(|(m, s)| (m.clone(), s.iter().map(|x| x.map(|(v, _)| v)).collect()))
         .collect()
-}
-
-/// An unscoped read of one view of a board.
-pub fn query(board: &str, view: &str) -> Query {
-    Query {
-        board: board.to_string(),
-        view: view.to_string(),
-        scope: None,
-        scope_union: None,
-        period: None,
-    }
 }
 
 /// What the reader gives for a field map: values in field order.

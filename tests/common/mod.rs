@@ -1102,6 +1102,17 @@ pub fn check_boards(boards: &str) -> (Option<i32>, String) {
     (out.status.code(), text)
 }
 
+/// A read of one view of a board, unscoped, in its current period.
+pub fn query(board: &str, view: &str) -> rankflow::reader::Query {
+    rankflow::reader::Query {
+        board: board.to_string(),
+        view: view.to_string(),
+        scope: None,
+        scope_union: None,
+        period: None,
+    }
+}
+
 // ---------------------------------------------------------------- HTTP
 
 pub async fn get_json(url: &str) -> (u16, serde_json::Value) {
