@@ -559,7 +559,7 @@ async fn the_stage_clear_board_ranks_end_to_end_through_kafka() {
 
 #[test]
 fn check_prints_field_ranges_and_refuses_bad_definitions_where_they_are() {
-    let (code, out) = check_boards(STAGES);
+    let (code, out) = check_config(STAGES);
     assert_eq!(code, Some(0), "{out}");
     for field in [
         "levels (sum desc)",
@@ -610,7 +610,7 @@ fn check_prints_field_ranges_and_refuses_bad_definitions_where_they_are() {
     ] {
         let text = STAGES.replacen(from, to, 1);
         assert_ne!(text, STAGES, "{from}");
-        let (code, out) = check_boards(&text);
+        let (code, out) = check_config(&text);
         assert_eq!(code, Some(2), "{to}: {out}");
         assert!(
             out.contains("board `stage_clears` (#1)") && out.contains(says),

@@ -95,7 +95,7 @@ async fn boards_listing_and_top_show_every_field() {
 #[test]
 fn check_describes_fields_and_warns_about_undeclared_attributes() {
     let board = BOARD.replace("score = \"rv\"", "score = \"revive_count\"");
-    let out = check_output(&board);
+    let out = check_config_output(&board);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(

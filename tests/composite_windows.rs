@@ -394,7 +394,7 @@ async fn buckets_leave_one_by_one_and_each_rule_stays_exact() {
 
 #[test]
 fn check_accepts_composite_windows_and_says_what_they_keep() {
-    let (code, out) = check_boards(TRIO);
+    let (code, out) = check_config(TRIO);
     assert_eq!(code, Some(0), "{out}");
     for says in [
         "s = the total of its events in the window",

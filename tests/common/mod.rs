@@ -1074,7 +1074,7 @@ impl CliConfig {
 
 /// `rankflow check` on a config of `boards` with a broker and a Redis on
 /// unused ports (check connects to neither) and the API on port 0.
-pub fn check_output(boards: &str) -> std::process::Output {
+pub fn check_config_output(boards: &str) -> std::process::Output {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("c.toml");
     let text = format!(
@@ -1091,9 +1091,9 @@ pub fn check_output(boards: &str) -> std::process::Output {
         .expect("rankflow runs")
 }
 
-/// [`check_output`]'s exit code, and its standard output and error together.
-pub fn check_boards(boards: &str) -> (Option<i32>, String) {
-    let out = check_output(boards);
+/// [`check_config_output`]'s exit code, and its standard output and error together.
+pub fn check_config(boards: &str) -> (Option<i32>, String) {
+    let out = check_config_output(boards);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
