@@ -1,9 +1,9 @@
 //! Unions of scopes (docs/http-api.md, issue 12 points 2–6): `scope=a&scope=b` and
 //! `scope=*` on period views, `all`, windows and `last:<N><unit>` views,
 //! over boards written by the real apply path (rules, batch, Lua, a real
-//! redis-server), read through the HTTP API, against a reference computed
-//! here from the events alone (Tokyo dates with chrono-tz, sums and maxima
-//! by hand). Scope values with `:`, `{`, `}` and `%` check the escaping of
+//! redis-server), read through the HTTP API, against the reference of
+//! `tests/common/unions.rs`, computed from the events alone (Tokyo dates
+//! with chrono-tz, sums and maxima by hand). Scope values with `:`, `{`, `}` and `%` check the escaping of
 //! both key layouts. The scope registry's bound and expiry, caching with
 //! `INFO commandstats`, the 3-primary Redis Cluster (a board kept in one
 //! slot works, one in the default layout is refused) and `rankflow top`

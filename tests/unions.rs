@@ -1,8 +1,8 @@
 //! Rolling views computed at read time (docs/http-api.md, issue 12 point 1):
 //! `last:<N><unit>` over the period boards the real apply path wrote (rules,
-//! batch, Lua, a real redis-server), read through the HTTP API, against a
-//! reference computed here from the events alone (local dates with
-//! chrono-tz, sums and maxima by hand): 10 days of events in Asia/Tokyo
+//! batch, Lua, a real redis-server), read through the HTTP API, against the
+//! reference of `tests/common/unions.rs`, computed from the events alone
+//! (local dates with chrono-tz, sums and maxima by hand): 10 days of events in Asia/Tokyo
 //! across a month boundary, events at local midnight edges so that a UTC
 //! calendar would misplace them, `period=` in the past, a tie-break board
 //! (its tie order follows the documented rule), a max board with equal
