@@ -2,8 +2,10 @@
 //! reader able to fall back to the archive: what the tests of archived
 //! reads and rank styles (`tests/archive_reads.rs`, `tests/rank_styles.rs`)
 //! start from. Live periods are written with plain Redis commands on the
-//! documented layout (docs/redis-layout.md), archived periods with
-//! [`Archive::copy`] as the archiver does, and read back through the API.
+//! documented layout (docs/redis-layout.md; the keys and the stored tie key
+//! are written here from it, not taken from rankflow's code), archived
+//! periods with [`Archive::copy`] as the archiver does, and read back
+//! through the API.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
