@@ -30,6 +30,7 @@ use crate::reader::Reader;
 use crate::sink::store::Store;
 use crate::sink::store::StoreError;
 use crate::sink::trimmer;
+use crate::sink::writer::Writer;
 use crate::source::client::{self, ClientError};
 use crate::source::{self, Context, SourceError};
 use crate::telemetry;
@@ -361,11 +362,9 @@ async fn consume(
     ));
     let health_probe = tokio::spawn(probe_redis(store.clone(), health.clone(), shutdown.clone()));
     let flusher = Flusher {
-        store,
-        boards: boards.clone(),
+        writer: Arc::new(Writer::new(store, boards.clone())),
         clock: clock.clone(),
         health: health.clone(),
-        expiries: Default::default(),
         dead_letters,
     };
     Engine {

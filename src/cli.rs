@@ -322,7 +322,7 @@ fn describe_view(out: &mut String, prefix: &str, tag: &str, b: &Board, v: &ViewS
 /// "; helpers K:t, ..." for a view's line: what the apply script keeps
 /// beside it, bucket hashes and the dense-rank index included.
 fn helpers_of(b: &Board, key: &str, window: bool, archived: bool) -> String {
-    let mut all = crate::sink::call::helper_keys(b, key, window, archived);
+    let mut all = crate::sink::encode::helper_keys(b, key, window, archived);
     if window {
         all.push(format!("{key}:b:<bucket end>"));
     }

@@ -442,7 +442,7 @@ impl Reader {
     /// no event and no background trim has touched the board lately.
     /// Returns how many members left the instance.
     pub async fn trim_window(&self, board_index: usize, tag: &str) -> Result<u64, ReadError> {
-        let evicted = crate::sink::trim_instances(
+        let evicted = crate::sink::trim::trim_instances(
             &self.store,
             &self.boards,
             &[(board_index, tag.to_string())],

@@ -8,7 +8,7 @@ mod common;
 use common::direct::Direct;
 use common::*;
 use rankflow::reader::{Query, ReadError};
-use rankflow::sink::batch::Outcome;
+use rankflow::telemetry::Outcome;
 use serde_json::json;
 
 fn ms(rfc3339: &str) -> i64 {

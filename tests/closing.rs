@@ -28,8 +28,8 @@ use common::direct::Direct;
 use common::reference::*;
 use common::*;
 use rankflow::clock::{ManualClock, SharedClock};
-use rankflow::sink::batch::Outcome;
-use rankflow::sink::call::CLOSED_CUTOFF;
+use rankflow::telemetry::Outcome;
+use rankflow::sink::reply::CLOSED_CUTOFF;
 use serde_json::json;
 
 const MIN: i64 = 60_000;
@@ -366,7 +366,11 @@ async fn direct_scenario(url: &str, mut admin: Admin) {
     assert_eq!(late_on_arrival as u64, model.late);
     assert_eq!(
         d.settle_last(&report),
-        vec![(Outcome::Applied, model.applied)]
+        vec![
+            (Outcome::Applied, model.applied),
+            (Outcome::Late, model.late)
+        ],
+        "late on arrival counts with the batch, as in the consumer"
     );
     assert_eq!((model.applied, model.late), (5, 1));
     assert!(report.late_cutoffs.is_empty(), "nothing late in Redis");

@@ -30,7 +30,7 @@ use common::composite::*;
 use common::direct::Direct;
 use common::*;
 use rankflow::clock::{ManualClock, SharedClock};
-use rankflow::sink::batch::Outcome;
+use rankflow::telemetry::Outcome;
 use serde_json::json;
 
 /// The clock starts at the real time's last whole minute: keys expire in

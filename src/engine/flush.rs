@@ -12,15 +12,17 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::board::BoardSet;
 use crate::clock::SharedClock;
 use crate::deadletter::DeadLetters;
 use crate::health::Health;
-use crate::sink::batch::Batch;
-use crate::sink::expiry::ExpiryCache;
-use crate::sink::store::{Scripts, Store, StoreError};
-use crate::sink::{FlushReport, apply_batch, positions, prepare};
+use crate::sink::call::Call;
+use crate::sink::positions;
+use crate::sink::report::FlushReport;
+use crate::sink::store::{Scripts, StoreError};
+use crate::sink::writer::Writer;
 use crate::telemetry::events::{self, RedisCall};
+
+use super::batch::Batch;
 
 /// First and largest pause between attempts to apply a batch.
 const BACKOFF_START: Duration = Duration::from_millis(100);
@@ -42,11 +44,13 @@ pub enum Flushed {
 /// What flush tasks share.
 #[derive(Clone)]
 pub struct Flusher {
-    pub store: Store,
-    pub boards: Arc<BoardSet>,
+    /// Writes the batches' updates to Redis.
+    pub writer: Arc<Writer>,
+    /// The clock a batch is applied at (window cutoffs, closes).
     pub clock: SharedClock,
+    /// Told whether Redis is reachable.
     pub health: Arc<Health>,
-    pub expiries: Arc<std::sync::Mutex<ExpiryCache>>,
+    /// Where invalid messages go, when a dead-letter topic is configured.
     pub dead_letters: Option<DeadLetters>,
 }
 
@@ -76,8 +80,8 @@ impl Flusher {
     ) -> Flushed {
         // The Redis state this batch follows on from; if Redis turns out to
         // have lost state meanwhile, the batch must not be applied.
-        let scripts = self.store.scripts();
-        let prepared = prepare(&self.store, &self.boards, &batch, &self.expiries);
+        let scripts = self.writer.store().scripts();
+        let prepared = self.writer.prepare(&batch.updates);
         if let Some(previous) = previous
             && previous.await != Ok(true)
         {
@@ -85,9 +89,9 @@ impl Flusher {
         }
         let started = Instant::now();
         let mut backoff = BACKOFF_START;
-        let mut delivered = vec![false; batch.dead_letters.len()];
+        let mut delivered = vec![false; batch.record.dead_letters.len()];
         loop {
-            if self.store.epoch() != scripts.epoch {
+            if self.writer.store().epoch() != scripts.epoch {
                 return Flushed::LostState(Box::new(batch));
             }
             match self
@@ -103,12 +107,12 @@ impl Flusher {
                     return Flushed::Applied(Box::new(batch), report, took);
                 }
                 Err(Failure::Redis(e @ StoreError::LostState)) => {
-                    self.failed(&e, RedisCall::LostState, batch.messages, Duration::ZERO);
+                    self.failed(&e, RedisCall::LostState, batch.messages(), Duration::ZERO);
                     return Flushed::LostState(Box::new(batch));
                 }
                 Err(Failure::Redis(e)) => {
                     self.health.redis_failed(&e.to_string());
-                    self.failed(&e, RedisCall::Batch, batch.messages, backoff);
+                    self.failed(&e, RedisCall::Batch, batch.messages(), backoff);
                 }
                 Err(Failure::DeadLetters(e)) => events::DeadLetterWriteFailed {
                     error: &e,
@@ -143,9 +147,10 @@ impl Flusher {
     /// Best effort: a position that is not recorded only means more events
     /// are re-read (and skipped by the fences) after a restart.
     async fn record_positions(&self, batch: &Batch, scripts: &Scripts) {
-        let prefix = &self.boards.key_prefix;
-        if let Err(e) = positions::save(&self.store, prefix, scripts, batch.commit_offsets()).await
-        {
+        let store = self.writer.store();
+        let prefix = &self.writer.boards().key_prefix;
+        let offsets = batch.record.commit_offsets();
+        if let Err(e) = positions::save(store, prefix, scripts, offsets).await {
             tracing::debug!(error = %e, "Could not record partition positions; the next batch records them.");
         }
     }
@@ -153,27 +158,20 @@ impl Flusher {
     async fn attempt(
         &self,
         batch: &Batch,
-        prepared: &[crate::sink::call::Call],
+        prepared: &[Call],
         scripts: &Scripts,
         delivered: &mut [bool],
     ) -> Result<FlushReport, Failure> {
         if let Some(dl) = &self.dead_letters {
-            dl.deliver(&batch.dead_letters, delivered)
+            dl.deliver(&batch.record.dead_letters, delivered)
                 .await
                 .map_err(Failure::DeadLetters)?;
         }
         let now = self.clock.now_ms();
-        apply_batch(
-            &self.store,
-            &self.boards,
-            batch,
-            now,
-            &self.expiries,
-            prepared,
-            scripts,
-        )
-        .await
-        .map_err(Failure::Redis)
+        self.writer
+            .apply(&batch.updates, prepared, scripts, now)
+            .await
+            .map_err(Failure::Redis)
     }
 }
 

@@ -11,8 +11,9 @@ use crate::board::resolve::Resolver;
 use crate::deadletter::DeadLetter;
 use crate::event::{Decoder, EventType};
 use crate::rules;
-use crate::sink::batch::{Batch, Outcome, Taken};
-use crate::telemetry::DlqReason;
+use crate::telemetry::{DlqReason, Outcome};
+
+use super::batch::{Batch, Taken};
 
 pub struct Intake {
     boards: Arc<BoardSet>,
@@ -128,7 +129,7 @@ impl Intake {
         } else {
             Vec::new()
         };
-        batch.dead_letters.push(DeadLetter {
+        batch.record.dead_letters.push(DeadLetter {
             topic: topic.clone(),
             partition: msg.partition(),
             offset: msg.offset(),

@@ -38,12 +38,14 @@ use crate::health::Health;
 use crate::source::{KafkaConsumer, RebalanceEvent};
 
 mod backpressure;
+pub mod batch;
 mod drain;
 mod flush;
 mod intake;
 mod partitions;
 pub mod port;
 mod queue;
+pub mod record;
 mod report;
 mod resume;
 mod run;

@@ -16,8 +16,8 @@ use rdkafka::error::KafkaError;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use super::batch::Batch;
 use super::flush::{Flushed, Flusher};
-use crate::sink::batch::Batch;
 use crate::sink::positions;
 use crate::source::{KafkaConsumer, TopicPartition, offsets_list};
 
@@ -113,17 +113,16 @@ impl Sink for Flusher {
     }
 
     fn epoch(&self) -> u64 {
-        self.store.epoch()
+        self.writer.store().epoch()
     }
 
     fn positions(
         &self,
         parts: Vec<TopicPartition>,
     ) -> BoxFuture<'static, Result<Positions, String>> {
-        let store = self.store.clone();
-        let prefix = self.boards.key_prefix.clone();
+        let writer = self.writer.clone();
         Box::pin(async move {
-            positions::load(&store, &prefix, &parts)
+            positions::load(writer.store(), &writer.boards().key_prefix, &parts)
                 .await
                 .map_err(|e| e.to_string())
         })

@@ -19,9 +19,9 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 
+use super::batch::Batch;
 use super::flush::Flushed;
 use super::port::Sink;
-use crate::sink::batch::Batch;
 use crate::source::TopicPartition;
 
 /// Flushes running at once: one applying, one encoding behind it.
@@ -68,7 +68,7 @@ impl FlushQueue {
 
     /// Closes the building batch once it holds `max_events` messages.
     pub fn message_taken(&mut self) {
-        if self.building.messages >= self.max_events {
+        if self.building.messages() >= self.max_events {
             self.close();
             self.due = false;
         }
@@ -83,7 +83,7 @@ impl FlushQueue {
     /// When the building batch must close (`None` while it is empty or
     /// already due and waiting for a flush slot).
     pub fn deadline(&self) -> Option<Instant> {
-        match self.building.opened_at {
+        match self.building.opened_at() {
             Some(opened) if !self.due => Some(opened + self.max_delay),
             _ => None,
         }
@@ -120,7 +120,7 @@ impl FlushQueue {
 
     /// Messages held in memory and not yet handed to a flush.
     pub fn backlog(&self) -> usize {
-        self.building.messages + self.closed.iter().map(|b| b.messages).sum::<usize>()
+        self.building.messages() + self.closed.iter().map(Batch::messages).sum::<usize>()
     }
 
     pub fn has_inflight(&self) -> bool {

@@ -6,9 +6,10 @@
 use std::time::Duration;
 
 use crate::board::BoardSet;
-use crate::sink::FlushReport;
-use crate::sink::batch::Batch;
+use crate::sink::report::FlushReport;
 use crate::telemetry::events;
+
+use super::batch::Batch;
 
 /// Emits all of a batch's metrics and log lines.
 pub fn emit_batch(
@@ -41,9 +42,10 @@ pub fn emit_batch(
         ranges: report.conflicts,
     }
     .emit();
-    if let Some(first) = batch.dead_letters.first() {
+    let dead_letters = &batch.record.dead_letters;
+    if let Some(first) = dead_letters.first() {
         events::InvalidSkipped {
-            count: batch.dead_letters.len(),
+            count: dead_letters.len(),
             first_reason: first.reason,
             first_detail: &first.detail,
             first_source: format!("{}/{}/{}", first.topic, first.partition, first.offset),
@@ -51,7 +53,7 @@ pub fn emit_batch(
         .emit();
     }
     events::BatchFlushed {
-        messages: batch.messages,
+        messages: batch.messages(),
         took,
     }
     .emit();

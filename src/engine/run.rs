@@ -27,8 +27,9 @@ use super::{Engine, backlog_limit, report};
 use crate::board::BoardSet;
 use crate::clock::SharedClock;
 use crate::health::Health;
-use crate::sink::FlushReport;
-use crate::sink::batch::Batch;
+use crate::sink::report::FlushReport;
+
+use super::batch::Batch;
 use crate::source::{RebalanceEvent, TopicPartition};
 
 /// How long after its assignment a partition whose fetcher has not started
@@ -349,6 +350,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
     /// partitions still assigned, emit its metrics.
     pub(super) fn on_flushed(&mut self, batch: &Batch, report: &FlushReport, took: Duration) {
         let offsets: Vec<_> = batch
+            .record
             .commit_offsets()
             .filter(|(t, p, _)| self.partitions.is_assigned(&((*t).clone(), *p)))
             .map(|(t, p, o)| (t.clone(), p, o))

@@ -20,8 +20,10 @@ use crate::board::BoardSet;
 use crate::clock::ManualClock;
 use crate::config::{BatchConfig, Millis};
 use crate::event::Decoder;
-use crate::sink::FlushReport;
-use crate::sink::batch::{Batch, Outcome};
+use crate::sink::report::FlushReport;
+use crate::telemetry::Outcome;
+
+use super::batch::Batch;
 use crate::source::{RebalanceEvent, TopicPartition};
 
 const TS: i64 = 1_763_700_000_000;
@@ -122,6 +124,7 @@ impl FakeSink {
         let started = self.0.started.lock().unwrap();
         let batch = started[flush].batch.as_ref().unwrap();
         batch
+            .record
             .commit_offsets()
             .map(|(t, p, o)| (t.clone(), p, o))
             .collect()
@@ -130,14 +133,14 @@ impl FakeSink {
     /// (partition, outcome, count) of what the batch of a flush holds.
     fn outcomes(&self, flush: usize) -> Vec<(i32, Outcome, u64)> {
         let started = self.0.started.lock().unwrap();
-        let batch = started[flush].batch.as_ref().unwrap();
+        let record = &started[flush].batch.as_ref().unwrap().record;
         let mut out = std::collections::BTreeMap::new();
-        for ((part, _, outcome), n) in &batch.outcomes {
-            *out.entry((batch.parts[*part as usize].partition, *outcome))
+        for ((part, _, outcome), n) in &record.outcomes {
+            *out.entry((record.parts[*part as usize].partition, *outcome))
                 .or_insert(0) += *n;
         }
-        for e in &batch.applied {
-            *out.entry((batch.parts[e.part as usize].partition, Outcome::Applied))
+        for e in &record.applied {
+            *out.entry((record.parts[e.part as usize].partition, Outcome::Applied))
                 .or_insert(0) += 1;
         }
         out.into_iter().map(|((p, o), n)| (p, o, n)).collect()
@@ -166,7 +169,7 @@ impl Sink for FakeSink {
     ) -> (JoinHandle<Flushed>, oneshot::Receiver<bool>) {
         let (finish, finished) = oneshot::channel();
         self.0.started.lock().unwrap().push(Started {
-            messages: batch.messages,
+            messages: batch.messages(),
             batch: Some(batch),
             finish: Some(finish),
         });

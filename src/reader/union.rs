@@ -437,7 +437,7 @@ impl Unions {
         if !trims.is_empty() {
             let instances: Vec<(usize, String)> =
                 trims.into_iter().map(|t| (trim.board_index, t)).collect();
-            crate::sink::trim_instances(store, trim.boards, &instances, trim.now_ms).await?;
+            crate::sink::trim::trim_instances(store, trim.boards, &instances, trim.now_ms).await?;
         }
         let (fresh, entries) = build::survey(store, plan, &sources).await?;
         if fresh {

@@ -14,16 +14,14 @@
 //! and the cache is forgotten when Redis is known to have lost state.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::board::BoardSet;
 use crate::board::keys;
 
-use super::batch::Instance;
+use super::expiry::REFRESH;
 use super::store::{Store, StoreError};
-
-/// How long a registration is trusted before it is sent again.
-pub const REFRESH: Duration = Duration::from_secs(60);
+use super::updates::Instance;
 /// Entries kept; past it, stale ones are pruned, and if that is not enough
 /// the cache starts over (which only costs re-sent registrations).
 const MAX_ENTRIES: usize = 100_000;

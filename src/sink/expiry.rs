@@ -3,29 +3,24 @@
 //! every batch is wasted work on the Redis thread; a key's expiry is sent
 //! when it is new or later than the last one sent, and again at least once
 //! a [`REFRESH`], so a key that Redis lost and recreated gets its expiry
-//! back soon. When Redis is known to have lost state (the script cache was
-//! empty), everything is forgotten, the due-set registrations of archived
-//! periods ([`super::due`]) included, which live here for that reason.
+//! back soon. A leaf: its [`REFRESH`] is also how long the due-set and
+//! scope registrations are trusted (`due.rs`, `scopes.rs`), and
+//! [`crate::sink::caches`] forgets all three together when Redis is known
+//! to have lost state.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::due::Registered;
-
-/// How long a sent expiry is trusted.
+/// How long a sent expiry (or a registration) is trusted before it is sent
+/// again.
 pub const REFRESH: Duration = Duration::from_secs(60);
 /// Entries kept before old ones are pruned.
 const PRUNE_AT: usize = 100_000;
 
+/// Key → (expiry sent, when it was sent).
 #[derive(Debug, Default)]
 pub struct ExpiryCache {
     entries: HashMap<String, (i64, Instant)>,
-    /// The store's state epoch the entries belong to.
-    epoch: u64,
-    /// Archived periods registered in the due set, same epoch.
-    pub due: Registered,
-    /// Scope values registered in the views' scope registries, same epoch.
-    pub scopes: super::scopes::ScopeCache,
 }
 
 impl ExpiryCache {
@@ -52,14 +47,9 @@ impl ExpiryCache {
         }
     }
 
-    /// Forgets everything if the store's epoch moved (Redis lost its state).
-    pub fn sync_epoch(&mut self, epoch: u64) {
-        if epoch != self.epoch {
-            self.entries.clear();
-            self.due.clear();
-            self.scopes.clear();
-            self.epoch = epoch;
-        }
+    /// Forgets every expiry sent (Redis lost its state).
+    pub fn clear(&mut self) {
+        self.entries.clear();
     }
 }
 
@@ -83,7 +73,7 @@ mod tests {
             c.wanted("k", 100, t0 + REFRESH),
             "and everything once a minute"
         );
-        c.sync_epoch(1);
-        assert!(c.wanted("k", 100, t0), "a new epoch forgets");
+        c.clear();
+        assert!(c.wanted("k", 100, t0), "cleared, it forgets");
     }
 }

@@ -9,7 +9,7 @@
 //! Registrations ride in the batch's pipeline beside the apply calls (no
 //! round trip of their own). A cache of what this consumer registered keeps
 //! that to about one entry per new (scope, view) rather than one per batch;
-//! an entry is sent again after [`super::due::REFRESH`], which keeps an
+//! an entry is sent again after [`REFRESH`], which keeps an
 //! active scope among the most recent. Each registry keeps the board's
 //! `scope_registry` most recent values plus one: a reader that finds more
 //! than `scope_registry` knows the list is incomplete and refuses `scope=*`
@@ -31,8 +31,8 @@ use std::time::Instant;
 use crate::board::BoardSet;
 use crate::board::keys;
 
-use super::batch::Instance;
-use super::due::REFRESH;
+use super::expiry::REFRESH;
+use super::updates::Instance;
 
 /// Registries remembered before those untouched for a while are dropped.
 const MAX_REGISTRIES: usize = 10_000;

@@ -16,7 +16,13 @@ use redis::{ClientTlsConfig, RedisError, TlsCertificates, Value};
 use crate::config::{RedisConfig, redact};
 use crate::telemetry::RedisErrorKind;
 
-use super::call::APPLY_LUA;
+use super::call::Grouping;
+
+/// The apply script.
+pub const APPLY_LUA: &str = concat!(
+    include_str!("lua/composite.lua"),
+    include_str!("lua/apply.lua")
+);
 
 /// The script that records partition positions.
 pub const POSITIONS_LUA: &str = include_str!("lua/positions.lua");
@@ -223,10 +229,10 @@ impl Store {
     }
 
     /// How instances may share a script call on this deployment.
-    pub fn grouping(&self) -> super::call::Grouping {
+    pub fn grouping(&self) -> Grouping {
         match self.conn {
-            Conn::Single(_) => super::call::Grouping::Any,
-            Conn::Cluster(_) => super::call::Grouping::BySlot,
+            Conn::Single(_) => Grouping::Any,
+            Conn::Cluster(_) => Grouping::BySlot,
         }
     }
 

@@ -14,7 +14,7 @@ use crate::board::model::ViewSpec;
 use crate::clock::SharedClock;
 
 use super::store::{Store, StoreError};
-use super::trim_instances;
+use super::trim::trim_instances;
 
 const INTERVAL: Duration = Duration::from_secs(1);
 /// Registry entries are read in pages of this many instances.

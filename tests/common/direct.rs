@@ -4,25 +4,27 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use rankflow::board::BoardSet;
 use rankflow::board::resolve::Resolver;
 use rankflow::clock::{ManualClock, SharedClock};
 use rankflow::config::Config;
+use rankflow::engine::batch::{Batch, Taken};
 use rankflow::event::Decoder;
 use rankflow::reader::Reader;
-use rankflow::sink::batch::{Batch, Outcome};
-use rankflow::sink::expiry::ExpiryCache;
+use rankflow::sink::report::FlushReport;
 use rankflow::sink::store::{Store, StoreError};
-use rankflow::sink::{FlushReport, apply_batch, prepare};
+use rankflow::sink::writer::Writer;
+use rankflow::telemetry::Outcome;
 
 pub struct Direct {
     pub boards: Arc<BoardSet>,
     pub store: Store,
     pub clock: ManualClock,
     decoder: Decoder,
-    expiries: Mutex<ExpiryCache>,
+    /// Writes batches as the consumer's flushes do.
+    writer: Writer,
     resolver: Resolver,
     offsets: [i64; 2],
     /// The last batch applied, for [`Direct::redeliver_last`].
@@ -40,11 +42,11 @@ impl Direct {
         let store = Store::connect(&cfg.redis).await.expect("redis");
         Direct {
             resolver: Resolver::new(&boards),
+            writer: Writer::new(store.clone(), boards.clone()),
             boards,
             store,
             clock: ManualClock::new(now),
             decoder: Decoder::new(65536).expect("decoder"),
-            expiries: Mutex::new(ExpiryCache::default()),
             offsets: [0; 2],
             last: None,
         }
@@ -81,15 +83,13 @@ impl Direct {
                 .expect("valid event");
             let mut updates = Vec::new();
             rankflow::rules::evaluate(&self.boards, &event, &mut updates).expect("rules");
-            outcomes.push(batch.add_updates(
-                &self.boards,
-                &mut self.resolver,
+            let taken = Taken {
                 part,
                 offset,
-                event.ts,
-                &updates,
-                now,
-            ));
+                ts: event.ts,
+                kind: event.kind,
+            };
+            outcomes.push(batch.add_event(&self.boards, &mut self.resolver, taken, &updates, now));
         }
         (batch, outcomes)
     }
@@ -99,17 +99,10 @@ impl Direct {
     }
 
     async fn try_send(&self, batch: &Batch, now: i64) -> Result<FlushReport, StoreError> {
-        let prepared = prepare(&self.store, &self.boards, batch, &self.expiries);
-        apply_batch(
-            &self.store,
-            &self.boards,
-            batch,
-            now,
-            &self.expiries,
-            &prepared,
-            &self.store.scripts(),
-        )
-        .await
+        let prepared = self.writer.prepare(&batch.updates);
+        self.writer
+            .apply(&batch.updates, &prepared, &self.store.scripts(), now)
+            .await
     }
 
     /// [`Direct::apply`], returning the failure of the attempt instead of
@@ -126,9 +119,8 @@ impl Direct {
     }
 
     /// The outcome counts of the last batch applied, settled from `report`
-    /// as the consumer settles them: (outcome, events). Events late on
-    /// arrival are not in it (this harness does not count them; `apply`
-    /// returns them as `Late`).
+    /// as the consumer settles them: (outcome, events), events late on
+    /// arrival included.
     pub fn settle_last(&self, report: &FlushReport) -> Vec<(Outcome, u64)> {
         let (batch, _) = self.last.as_ref().expect("a batch was applied");
         let mut out: BTreeMap<Outcome, u64> = BTreeMap::new();

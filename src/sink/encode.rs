@@ -1,0 +1,482 @@
+//! Encoding a batch's updates as calls of `lua/apply.lua`. Each board
+//! instance's share is its keys (fence, then every view with its helper
+//! keys, and for a period of an archived view its `K:closed` marker) and
+//! arguments (rules, partition groups with offset ranges, views, then the
+//! updates pre-aggregated per (partition, view, member, bucket), packed in
+//! one binary argument per view); [`crate::sink::call`] cuts the shares
+//! into calls.
+//!
+//! The layout is documented at the top of `apply.lua`; the two must change
+//! together.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::board::Aggregate;
+use crate::board::BoardSet;
+use crate::board::keys;
+use crate::board::model::{Board, ViewSpec};
+
+use super::aggregate::{Agg, FieldAggs, combine_fields};
+use super::call::{Call, Encoded, Grouping, MAX_UPDATES_PER_CALL, Member, group_of, pack};
+use super::expiry::ExpiryCache;
+use super::updates::{FastMap, Instance, Updates};
+
+fn agg_code(a: Aggregate) -> &'static str {
+    match a {
+        Aggregate::Sum => "sum",
+        Aggregate::Max => "max",
+        Aggregate::Min => "min",
+        Aggregate::Last => "last",
+    }
+}
+
+/// Appends a view's keys in the order `apply.lua` binds them. `archived`:
+/// a period of an archived view, whose closed marker comes last.
+fn push_view_keys(
+    keys_out: &mut Vec<String>,
+    board: &Board,
+    key: String,
+    window: bool,
+    archived: bool,
+) {
+    let extra = helper_keys(board, &key, window, archived);
+    keys_out.push(key);
+    keys_out.extend(extra);
+}
+
+/// The helper keys of a view the apply script is given, in its order
+/// (`rankflow check` lists them too). Not among them: window buckets
+/// (`K:b:<end>`) and the dense-rank index (`K:v`), which the script
+/// derives from `K`, in the same slot.
+pub fn helper_keys(board: &Board, key: &str, window: bool, archived: bool) -> Vec<String> {
+    let helper = |suffix: &str| keys::helper(key, suffix);
+    let mut extra = Vec::new();
+    if board.needs_time() {
+        extra.push(helper("t"));
+    }
+    if board.composite.is_some() {
+        extra.push(helper("f"));
+    }
+    if archived {
+        extra.push(keys::closed_key(key));
+    }
+    if window {
+        extra.push(helper("log"));
+        // Composite windows count no buckets per member: a field's time
+        // tells when its last bucket leaves (see `cevict` in apply.lua).
+        if board.composite.is_none() {
+            extra.push(helper("n"));
+        }
+        if uses_ord(board) {
+            extra.push(helper("ord"));
+        }
+        extra.push(helper("cut"));
+    }
+    extra
+}
+
+/// Whether a board's windows keep the per-member best-bucket index `K:ord`:
+/// max/min boards, and composite boards with a max or min field.
+fn uses_ord(board: &Board) -> bool {
+    match &board.composite {
+        Some(c) => c
+            .layout
+            .fields
+            .iter()
+            .any(|f| matches!(f.aggregate, Aggregate::Max | Aggregate::Min)),
+        None => matches!(board.aggregate, Aggregate::Max | Aggregate::Min),
+    }
+}
+
+fn push_header(args: &mut Vec<Vec<u8>>, board: &Board, fence_expire: &str) {
+    match &board.composite {
+        Some(c) => args.push(c.layout.script_code().into()),
+        None => args.push(agg_code(board.aggregate).into()),
+    }
+    // "-" after the tie code: the board keeps no dense-rank index (K:v).
+    let dense = if board.dense_ranks { "" } else { "-" };
+    args.push(format!("{}{dense}", board.tie_key.code()).into());
+    args.push(fence_expire.into());
+}
+
+/// The fence-hash field holding the |delta| bound of a plain-sum period
+/// view's kind (`~abs:day`), or `None` when the board is not a plain sum.
+fn bound_field(board: &Board, view_id: &str) -> Option<String> {
+    if board.aggregate != Aggregate::Sum || board.tie_key.code() != "n" || board.composite.is_some()
+    {
+        return None;
+    }
+    let kind = view_id.split(':').next().unwrap_or(view_id);
+    Some(format!("~abs:{kind}"))
+}
+
+/// Shortest text that parses back to the same double (Lua's `tonumber`
+/// reads it exactly).
+fn num(v: f64) -> String {
+    let mut out = String::new();
+    let _ = write!(out, "{v}");
+    out
+}
+
+/// When an instance's fences may expire: -1 (never) with an unbounded
+/// view, else with the longest-lived view of the batch. Archived periods
+/// count with their `end + retention` though their keys carry no expiry
+/// while they wait for the archiver: they take no update past their close,
+/// which comes before that.
+fn fence_expire(board: &Board, inst: &Instance) -> i64 {
+    if board.has_unbounded_view() {
+        -1
+    } else {
+        inst.views.iter().map(|v| v.keep_until).max().unwrap_or(0)
+    }
+}
+
+/// An instance's updates left to send: offsets per partition (lo, hi)
+/// for the fences, and the updates merged per (view, member, bucket).
+struct Merged {
+    groups: BTreeMap<u16, (i64, i64)>,
+    /// (view, member index into the batch's members, bucket) → update.
+    updates: FastMap<(u16, u32, i64), Pending>,
+}
+
+/// A member's merged update of one view: the value (and, for a composite
+/// board, every field).
+type Pending = (Agg, Option<Box<FieldAggs>>);
+
+/// Merges an instance's updates across partitions, leaving out those at or
+/// below the fences learnt (`fences`: partition index → fence). The script
+/// applies the instance's groups together or not at all, so a member gets
+/// one update per view however many partitions its events came from.
+fn merge(board: &Board, inst: &Instance, fences: &HashMap<u16, i64>) -> Merged {
+    let mut groups: BTreeMap<u16, (i64, i64)> = BTreeMap::new();
+    let mut updates: FastMap<(u16, u32, i64), Pending> = FastMap::default();
+    for u in &inst.updates {
+        if fences.get(&u.part).is_some_and(|&f| u.offset <= f) {
+            continue;
+        }
+        let g = groups.entry(u.part).or_insert((u.offset, u.offset));
+        g.0 = g.0.min(u.offset);
+        g.1 = g.1.max(u.offset);
+        updates
+            .entry((u.view, u.member, u.bucket_end))
+            .and_modify(|(a, fields)| {
+                a.combine(board.aggregate, u.agg);
+                if let (Some(acc), Some(other), Some(c)) = (fields, &u.fields, &board.composite) {
+                    combine_fields(&c.layout, acc, other);
+                }
+            })
+            .or_insert_with(|| (u.agg, u.fields.clone()));
+    }
+    Merged { groups, updates }
+}
+
+/// Encodes one instance. `fences` holds fences learnt from conflicts
+/// (partition index → fence): updates at or below them are left out.
+/// `None` when nothing is left to send.
+fn encode(
+    boards: &BoardSet,
+    batch: &Updates,
+    instance: u32,
+    fences: &HashMap<u16, i64>,
+    cache: &ExpiryCache,
+) -> Option<Encoded> {
+    let inst = &batch.instances[instance as usize];
+    let started = Instant::now();
+    let mut expiries = Vec::new();
+    // An expiry is sent only when this consumer has not set it recently;
+    // "0" tells the script to leave it alone.
+    let mut expiry = |key: &str, at: i64| -> String {
+        if at != 0 && cache.wanted(key, at, started) {
+            expiries.push((key.to_string(), at));
+            at.to_string()
+        } else {
+            "0".to_string()
+        }
+    };
+    let board = &boards.boards[inst.board];
+    let merged = merge(board, inst, fences);
+    if merged.groups.is_empty() {
+        return None;
+    }
+    let prefix = &boards.key_prefix;
+    let fence_key = keys::fence_key(prefix, &inst.tag);
+    let fence_expire = fence_expire(board, inst);
+    let mut args = Vec::new();
+    push_header(&mut args, board, &expiry(&fence_key, fence_expire));
+    let mut call_keys = vec![fence_key];
+    push_groups(&mut args, &merged.groups, &batch.fields);
+    // Per view, the sum of |delta| this call adds.
+    let mut absum = vec![0.0f64; inst.views.len()];
+    for ((view, _, _), (agg, _)) in &merged.updates {
+        absum[*view as usize] += agg.value.abs();
+    }
+    args.push(inst.views.len().to_string().into());
+    let mut cutoffs = Vec::new();
+    for (i, v) in inst.views.iter().enumerate() {
+        let key = keys::view_key(prefix, &inst.tag, &v.id);
+        let exp = expiry(&key, v.expire_at);
+        let archived = v.close_at.is_some();
+        push_view_keys(&mut call_keys, board, key, v.window_ms.is_some(), archived);
+        match v.window_ms {
+            None => {
+                // "a": a period that the archiver may have closed.
+                args.push(if archived { "a" } else { "p" }.into());
+                args.push(exp.into());
+                args.push(num(absum[i]).into());
+                args.push(bound_field(board, &v.id).unwrap_or_default().into());
+            }
+            Some(length) => {
+                args.push("w".into());
+                args.push(exp.into());
+                cutoffs.push((args.len(), length));
+                args.push(Vec::new());
+            }
+        }
+    }
+    let updates = push_updates(&mut args, board, inst, &batch.members, merged.updates);
+    Some(Encoded {
+        member: Member {
+            instance,
+            board: inst.board,
+            tag: inst.tag.clone(),
+        },
+        keys: call_keys,
+        args,
+        cutoffs,
+        expiries,
+        updates,
+    })
+}
+
+/// Appends the fenced partition ranges: their count, then each one's fence
+/// field and first and last offset.
+fn push_groups(args: &mut Vec<Vec<u8>>, groups: &BTreeMap<u16, (i64, i64)>, fields: &[String]) {
+    args.push(groups.len().to_string().into());
+    for (part, (lo, hi)) in groups {
+        args.push(fields[*part as usize].clone().into());
+        args.push(lo.to_string().into());
+        args.push(hi.to_string().into());
+    }
+}
+
+/// Appends the merged updates, one packed argument per view (the layout
+/// is at the top of `apply.lua`); returns how many. Packed rather than one
+/// argument per value: Redis makes a Lua string of every argument and the
+/// script parsed each number back, most of its cost per update.
+fn push_updates(
+    args: &mut Vec<Vec<u8>>,
+    board: &Board,
+    inst: &Instance,
+    members: &[Arc<str>],
+    merged: FastMap<(u16, u32, i64), Pending>,
+) -> usize {
+    // A plain sum (no tie-break, no window) never reads the event time.
+    let with_ts = board.needs_time()
+        || board.aggregate != Aggregate::Sum
+        || inst.views.iter().any(|v| v.window_ms.is_some());
+    let mut per_view: Vec<Vec<(u32, i64, Pending)>> = vec![Vec::new(); inst.views.len()];
+    for ((view, member, bucket), pending) in merged {
+        per_view[view as usize].push((member, bucket, pending));
+    }
+    let mut count = 0;
+    for (view, entries) in per_view.into_iter().enumerate() {
+        count += entries.len();
+        args.push(pack_view(
+            board,
+            with_ts,
+            inst.views[view].window_ms.is_some(),
+            members,
+            &entries,
+        ));
+    }
+    count
+}
+
+/// Appends a length-prefixed byte string (`I4 c0` in the script).
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    // Members and bucket ends are short (members at most a few hundred
+    // bytes by the schemas), far below u32::MAX.
+    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// One view's updates as the script's packed argument.
+fn pack_view(
+    board: &Board,
+    with_ts: bool,
+    window: bool,
+    members: &[Arc<str>],
+    entries: &[(u32, i64, Pending)],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(entries.len() * 32);
+    // Windows list their distinct bucket ends once; updates refer to them
+    // by 1-based index.
+    let mut buckets: FastMap<i64, u32> = FastMap::default();
+    if window {
+        let mut ends: Vec<i64> = entries.iter().map(|(_, b, _)| *b).collect();
+        ends.sort_unstable();
+        ends.dedup();
+        out.extend_from_slice(&(ends.len() as u32).to_le_bytes());
+        for (i, end) in ends.iter().enumerate() {
+            put_bytes(&mut out, end.to_string().as_bytes());
+            buckets.insert(*end, i as u32 + 1);
+        }
+    }
+    for (member, bucket, (agg, fields)) in entries {
+        put_bytes(&mut out, members[*member as usize].as_bytes());
+        if let (Some(c), Some(fields)) = (&board.composite, fields) {
+            // Composite: per field a presence byte, then value and time.
+            for f in fields.iter().take(c.layout.fields.len()) {
+                match f {
+                    Some(a) => {
+                        out.push(1);
+                        out.extend_from_slice(&a.value.to_le_bytes());
+                        out.extend_from_slice(&(a.ts as f64).to_le_bytes());
+                    }
+                    None => out.push(0),
+                }
+            }
+        } else {
+            out.extend_from_slice(&agg.value.to_le_bytes());
+            if with_ts {
+                out.extend_from_slice(&(agg.ts as f64).to_le_bytes());
+            }
+        }
+        if window {
+            let index = buckets.get(bucket).copied().unwrap_or(0);
+            out.extend_from_slice(&index.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Builds the calls for the given instances of a batch.
+pub fn build(
+    boards: &BoardSet,
+    batch: &Updates,
+    which: &[u32],
+    fences: &HashMap<u32, HashMap<u16, i64>>,
+    grouping: Grouping,
+    cache: &ExpiryCache,
+) -> Vec<Call> {
+    let none = HashMap::new();
+    let encoded = which
+        .iter()
+        .filter_map(|&i| {
+            let known = fences.get(&i).unwrap_or(&none);
+            let tag = &batch.instances[i as usize].tag;
+            encode(boards, batch, i, known, cache).map(|e| (group_of(grouping, tag), e))
+        })
+        .collect();
+    pack(encoded)
+}
+
+/// Calls that only trim the windows of the given instances.
+pub fn trims(boards: &BoardSet, instances: &[(usize, String)], grouping: Grouping) -> Vec<Call> {
+    let prefix = &boards.key_prefix;
+    let encoded = instances
+        .iter()
+        .filter_map(|(board_index, tag)| {
+            let board = &boards.boards[*board_index];
+            let windows: Vec<_> = board
+                .views
+                .iter()
+                .filter_map(|v| match v {
+                    ViewSpec::Window(w) => Some(w),
+                    ViewSpec::Period { .. } => None,
+                })
+                .collect();
+            if windows.is_empty() {
+                return None;
+            }
+            let mut call_keys = vec![keys::fence_key(prefix, tag)];
+            let mut args = Vec::new();
+            push_header(&mut args, board, "0");
+            args.push("0".into());
+            args.push(windows.len().to_string().into());
+            let mut cutoffs = Vec::new();
+            for w in &windows {
+                push_view_keys(
+                    &mut call_keys,
+                    board,
+                    keys::view_key(prefix, tag, &w.view()),
+                    true,
+                    false,
+                );
+                args.push("w".into());
+                args.push("0".into());
+                cutoffs.push((args.len(), w.length_ms));
+                args.push(Vec::new());
+            }
+            // No updates for any view: an empty packed argument each.
+            args.extend(windows.iter().map(|_| Vec::new()));
+            let e = Encoded {
+                member: Member {
+                    instance: u32::MAX,
+                    board: *board_index,
+                    tag: tag.clone(),
+                },
+                keys: call_keys,
+                args,
+                cutoffs,
+                expiries: Vec::new(),
+                // Trimming work is bounded by the script's eviction budget.
+                updates: MAX_UPDATES_PER_CALL / 8,
+            };
+            Some((group_of(grouping, tag), e))
+        })
+        .collect();
+    pack(encoded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The packed layout of `apply.lua`'s header, built by hand: a window
+    /// view's bucket ends (sorted, each once), then per update the member,
+    /// value, time and 1-based bucket index.
+    #[test]
+    fn a_window_view_packs_its_bucket_ends_once_and_indexes_them() {
+        let set = crate::config::test_boards(
+            r#"
+            [[board]]
+            name = "recent"
+            event = "gift"
+            member = "receiver_id"
+            score = "count"
+            windows = ["1h/1m"]
+            "#,
+        );
+        let members: Vec<Arc<str>> = vec!["ab".into(), "c".into()];
+        let entries = vec![
+            (1, 120_000, (Agg::new(2.5, 7), None)),
+            (0, 60_000, (Agg::new(-1.0, 9), None)),
+        ];
+        let got = pack_view(&set.boards[0], true, true, &members, &entries);
+        let mut want: Vec<u8> = Vec::new();
+        want.extend(2u32.to_le_bytes());
+        for end in ["60000", "120000"] {
+            want.extend((end.len() as u32).to_le_bytes());
+            want.extend(end.as_bytes());
+        }
+        for (m, v, t, b) in [("c", 2.5f64, 7f64, 2u32), ("ab", -1.0, 9.0, 1)] {
+            want.extend((m.len() as u32).to_le_bytes());
+            want.extend(m.as_bytes());
+            want.extend(v.to_le_bytes());
+            want.extend(t.to_le_bytes());
+            want.extend(b.to_le_bytes());
+        }
+        assert_eq!(got, want);
+        // A plain-sum period view: member and value only, no bucket list.
+        let plain = pack_view(&set.boards[0], false, false, &members, &entries[..1]);
+        let mut want: Vec<u8> = 1u32.to_le_bytes().to_vec();
+        want.extend(b"c");
+        want.extend(2.5f64.to_le_bytes());
+        assert_eq!(plain, want);
+    }
+}

@@ -1,0 +1,286 @@
+//! The owner of a flush: [`Writer`] holds the Redis store, the boards and
+//! the caches a flush consults, and turns a batch's [`Updates`] into
+//! applied calls. A flush registers the archived periods the batch touches
+//! as due ([`super::due`]; a round trip of its own only when a batch
+//! brings a period this consumer has not registered recently), then sends
+//! the calls of the apply script, pipelined 32 per round trip
+//! ([`super::store`]), with the windows' and scopes' registrations riding
+//! along. Fence conflicts (another consumer applied part of a partition's
+//! range) are resolved here by rebuilding just those calls.
+//!
+//! [`Writer::apply`] makes one attempt; the consumer loop retries a failed
+//! attempt with backoff, which is safe because every call is fenced.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::board::BoardSet;
+use crate::board::keys;
+
+use super::caches::Caches;
+use super::call::Call;
+use super::due;
+use super::encode;
+use super::reply::Reply;
+use super::report::FlushReport;
+use super::scopes;
+use super::store::{Scripts, Store, StoreError, server_error};
+use super::updates::Updates;
+
+/// Rounds of conflict resolution before giving up on an attempt. Each round
+/// only happens when another consumer is applying the same partitions at the
+/// same moment, which ends when the group settles.
+const MAX_CONFLICT_ROUNDS: usize = 8;
+
+/// Writes batches to Redis; one per consumer, shared by its flush tasks.
+#[derive(Debug)]
+pub struct Writer {
+    store: Store,
+    boards: Arc<BoardSet>,
+    /// What this consumer wrote recently (see [`Caches`]).
+    caches: Mutex<Caches>,
+}
+
+impl Writer {
+    /// A writer for `boards` through `store`, remembering nothing yet.
+    pub fn new(store: Store, boards: Arc<BoardSet>) -> Writer {
+        Writer {
+            store,
+            boards,
+            caches: Mutex::new(Caches::default()),
+        }
+    }
+
+    /// The Redis store it writes through.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The boards it writes.
+    pub fn boards(&self) -> &Arc<BoardSet> {
+        &self.boards
+    }
+
+    /// The caches, whatever became of the lock. They only spare Redis
+    /// writes it already has, and every write is idempotent, so after a
+    /// panic while they were held (a poisoned lock) they are forgotten and
+    /// the lock is cleared: the one policy for every use.
+    fn caches(&self) -> MutexGuard<'_, Caches> {
+        self.caches.lock().unwrap_or_else(|poisoned| {
+            let mut caches = poisoned.into_inner();
+            caches.forget();
+            self.caches.clear_poison();
+            caches
+        })
+    }
+
+    /// Encodes a batch's calls ahead of sending them (CPU work that can run
+    /// while the previous batch is still in Redis).
+    pub fn prepare(&self, updates: &Updates) -> Vec<Call> {
+        let all: Vec<u32> = (0..updates.instances.len() as u32).collect();
+        let mut caches = self.caches();
+        caches.sync_epoch(self.store.epoch());
+        encode::build(
+            &self.boards,
+            updates,
+            &all,
+            &HashMap::new(),
+            self.store.grouping(),
+            &caches.expiries,
+        )
+    }
+
+    /// Applies a batch whose calls were [`Writer::prepare`]d, at clock
+    /// `now`: pipelined round trips of 32 calls (more only on fence
+    /// conflicts), all with the script versions of `scripts`.
+    pub async fn apply(
+        &self,
+        updates: &Updates,
+        prepared: &[Call],
+        scripts: &Scripts,
+        now: i64,
+    ) -> Result<FlushReport, StoreError> {
+        let mut round = Round::new(&self.boards, updates);
+        self.register_due(updates).await?;
+        let registered_at = Instant::now();
+        let scope_entries = scopes::wanted(
+            &self.boards,
+            &updates.instances,
+            &self.caches().scopes,
+            registered_at,
+        );
+        for n in 0..MAX_CONFLICT_ROUNDS {
+            let rebuilt;
+            let calls: &[Call] = if n == 0 {
+                prepared
+            } else {
+                rebuilt = encode::build(
+                    &self.boards,
+                    updates,
+                    &round.pending,
+                    &round.fences,
+                    self.store.grouping(),
+                    &self.caches().expiries,
+                );
+                &rebuilt
+            };
+            let mut cmds: Vec<redis::Cmd> = calls
+                .iter()
+                .map(|c| c.command(&scripts.apply, now))
+                .collect();
+            if n == 0 {
+                cmds.extend(registry_commands(&self.boards, calls, now));
+                cmds.extend(scopes::commands(&scope_entries, now));
+            }
+            let replies = self.store.pipeline(&cmds, scripts.epoch).await?;
+            round.read_replies(calls, &replies)?;
+            self.remember(calls, &round.pending, (n == 0).then_some(&scope_entries[..]));
+            if round.pending.is_empty() {
+                // Not acknowledged before the replicas have it (when asked):
+                // a failover then cannot take back what was acknowledged.
+                self.store.wait_replicated().await?;
+                round.report.fenced = round.fences;
+                return Ok(round.report);
+            }
+            tracing::debug!(
+                instances = round.pending.len(),
+                round = n,
+                "Fences show part of this batch applied already (a redelivery, or another consumer); resending without it."
+            );
+        }
+        Err(StoreError::Protocol(format!(
+            "fence conflicts did not settle after {MAX_CONFLICT_ROUNDS} rounds"
+        )))
+    }
+
+    /// Records what Redis acknowledged of a round: the expiries of the
+    /// calls applied (not those to send again) and the scope registrations.
+    fn remember(&self, calls: &[Call], pending: &[u32], scopes: Option<&[scopes::ScopeEntries]>) {
+        let now = Instant::now();
+        let mut caches = self.caches();
+        if let Some(entries) = scopes {
+            scopes::record(&mut caches.scopes, entries, now);
+        }
+        let applied = calls.iter().filter(|c| {
+            c.members
+                .first()
+                .is_some_and(|m| !pending.contains(&m.instance))
+        });
+        caches
+            .expiries
+            .record(applied.flat_map(|c| c.expiries.iter().cloned()), now);
+    }
+
+    /// Registers the archived periods the batch touches in the due set (those
+    /// this consumer has not registered recently), before anything of the batch
+    /// is applied: a period with data is then always known to the archivers.
+    async fn register_due(&self, updates: &Updates) -> Result<(), StoreError> {
+        let now = Instant::now();
+        let entries = due::wanted(&updates.instances, &self.caches().due, now);
+        due::register(&self.store, &self.boards, &entries).await?;
+        self.caches()
+            .due
+            .record(entries.into_iter().map(|(_, m)| m), now);
+        Ok(())
+    }
+}
+
+/// What the rounds of one [`Writer::apply`] learn.
+struct Round<'a> {
+    report: FlushReport,
+    part_by_field: HashMap<&'a str, u16>,
+    /// Batch instance → partition index → fence learnt from a conflict.
+    fences: HashMap<u32, HashMap<u16, i64>>,
+    /// Instances to send again (their call met a fence).
+    pending: Vec<u32>,
+}
+
+impl Round<'_> {
+    /// The state of the rounds of one batch, before the first.
+    fn new<'b>(boards: &BoardSet, updates: &'b Updates) -> Round<'b> {
+        Round {
+            report: FlushReport::new(boards.boards.len()),
+            part_by_field: updates
+                .fields
+                .iter()
+                .enumerate()
+                .map(|(i, field)| (field.as_str(), i as u16))
+                .collect(),
+            fences: HashMap::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Reads a round's replies: counts of the calls that were applied,
+    /// fences and instances to resend of those that met a fence. The
+    /// registries' replies follow the calls', and a refusal there (an ACL
+    /// without the command) fails the batch like a call's would.
+    fn read_replies(&mut self, calls: &[Call], replies: &[redis::Value]) -> Result<(), StoreError> {
+        if let Some(err) = replies.iter().find_map(server_error) {
+            return Err(err);
+        }
+        self.pending.clear();
+        for (c, value) in calls.iter().zip(replies) {
+            match Reply::parse(value) {
+                Some(Reply::Conflict(conflicts)) => {
+                    for (member, field, fence) in conflicts {
+                        self.conflict(c, member, &field, fence)?;
+                    }
+                    // The script wrote nothing of this call: send all of it
+                    // again, without what the fences show applied.
+                    self.pending.extend(c.members.iter().map(|m| m.instance));
+                }
+                Some(Reply::Done { more, counts }) => {
+                    self.report.more_trim |= more;
+                    for (m, n) in c.members.iter().zip(counts) {
+                        self.report.add(m.board, m.instance, n);
+                    }
+                }
+                None => {
+                    return Err(StoreError::Protocol(format!(
+                        "apply script returned {value:?}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn conflict(
+        &mut self,
+        c: &Call,
+        member: usize,
+        field: &str,
+        fence: i64,
+    ) -> Result<(), StoreError> {
+        let part = self.part_by_field.get(field).copied().ok_or_else(|| {
+            StoreError::Protocol(format!("conflict on unknown partition {field}"))
+        })?;
+        let instance = c.members.get(member).map(|m| m.instance).ok_or_else(|| {
+            StoreError::Protocol(format!("conflict on unknown call member {member}"))
+        })?;
+        self.fences.entry(instance).or_default().insert(part, fence);
+        self.report.conflicts += 1;
+        Ok(())
+    }
+}
+
+/// Registers instances with windows for the background trimmer.
+fn registry_commands(boards: &BoardSet, calls: &[Call], now: i64) -> Vec<redis::Cmd> {
+    let tags: Vec<&str> = calls
+        .iter()
+        .flat_map(|c| &c.members)
+        .filter(|m| boards.boards[m.board].has_windows())
+        .map(|m| m.tag.as_str())
+        .collect();
+    if tags.is_empty() {
+        return Vec::new();
+    }
+    let mut cmd = redis::cmd("ZADD");
+    cmd.arg(keys::window_registry_key(&boards.key_prefix));
+    for t in tags {
+        cmd.arg(now).arg(t);
+    }
+    vec![cmd]
+}
