@@ -4,10 +4,31 @@
 //! [`PAUSE_AFTER`] are the partitions paused, so that polling can go on
 //! (group membership) without fetching; pausing drops the prefetch, so it
 //! is kept for real stalls. Fetching resumes once the backlog is below half.
+//! The backlog's limit is [`backlog_limit`].
 
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+/// Batches' worth of messages that may wait for Redis before fetching
+/// pauses (the one being built and the closed ones)... One is enough to
+/// keep Redis busy: taking and encoding a batch is several times faster
+/// than applying it, so the next batch is ready before the one in Redis
+/// is done. (Two were kept with 20,000-event batches; with the default of
+/// 100,000 a second one only held memory: same events/s, 90 MB less RSS
+/// in the window benchmark, BENCHMARKS.md round 6.)
+const BACKLOG_BATCHES: usize = 1;
+/// ...but never fewer messages than this, so that small batches (down to
+/// one event) do not pause and resume the fetcher on every flush.
+const MIN_BACKLOG_MESSAGES: usize = 10_000;
+
+/// Messages held in memory (closed batches plus the one being built) at
+/// which fetching pauses; it resumes below half. This, with librdkafka's
+/// `queued.max.messages.kbytes`, bounds the consumer's memory while Redis is
+/// slow or down.
+pub fn backlog_limit(max_events: usize) -> usize {
+    (max_events * BACKLOG_BATCHES).max(MIN_BACKLOG_MESSAGES)
+}
 
 /// How long a full backlog may stop the loop from polling Kafka before the
 /// partitions are paused and polling resumes (well below any sensible

@@ -229,7 +229,12 @@ mod tests {
         let set = boards();
         let mut batch = Batch::default();
         gift(&mut batch, &set, 0, 0);
-        let recent = batch.updates.instances.iter().position(|i| i.board == 1).unwrap() as u32;
+        let recent = batch
+            .updates
+            .instances
+            .iter()
+            .position(|i| i.board == 1)
+            .unwrap() as u32;
         let mut r = report(&set);
         // The script's cutoff passed the bucket on both views of `recent`,
         // but `fans` took its updates: the event is applied.
@@ -267,7 +272,12 @@ mod tests {
         let mut batch = Batch::default();
         gift(&mut batch, &set, 0, 0);
         gift(&mut batch, &set, 0, 1);
-        let recent = batch.updates.instances.iter().position(|i| i.board == 1).unwrap();
+        let recent = batch
+            .updates
+            .instances
+            .iter()
+            .position(|i| i.board == 1)
+            .unwrap();
         // Drop the instances other than `recent` to look at one board.
         let bucket_end = batch.updates.instances[recent].updates[0].bucket_end;
         let mut r = report(&set);
@@ -354,7 +364,12 @@ mod tests {
         let set = archived_boards();
         let mut batch = Batch::default();
         assert_eq!(gift(&mut batch, &set, 0, 0), Outcome::Applied);
-        let days = batch.updates.instances.iter().find(|i| i.board == 0).unwrap();
+        let days = batch
+            .updates
+            .instances
+            .iter()
+            .find(|i| i.board == 0)
+            .unwrap();
         let v = &days.views[0];
         assert_eq!(&*v.id, "day:2025-11-21");
         assert_eq!(v.expire_at, 0, "no expiry until the archiver sets it");
@@ -381,7 +396,12 @@ mod tests {
         gift_at(&mut batch, &set, 0, 0, close_of_ts_day() - 1);
         assert_eq!(batch.updates.instances[0].updates.len(), 1);
         gift_at(&mut batch, &set, 0, 1, close_of_ts_day());
-        let days = batch.updates.instances.iter().find(|i| i.board == 0).unwrap();
+        let days = batch
+            .updates
+            .instances
+            .iter()
+            .find(|i| i.board == 0)
+            .unwrap();
         assert_eq!(days.updates.len(), 1, "the closed day got no update");
         let settled = batch.settle(&report(&set));
         assert_eq!(counts(&settled), vec![(Outcome::Applied, 2)]);
@@ -417,7 +437,12 @@ mod tests {
         let mut batch = Batch::default();
         gift(&mut batch, &set, 0, 0);
         gift(&mut batch, &set, 0, 1);
-        let days = batch.updates.instances.iter().position(|i| i.board == 0).unwrap() as u32;
+        let days = batch
+            .updates
+            .instances
+            .iter()
+            .position(|i| i.board == 0)
+            .unwrap() as u32;
         let mut r = report(&set);
         // An open period's -1 makes nothing late.
         r.late_cutoffs.insert(days, vec![-1]);

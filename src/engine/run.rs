@@ -16,27 +16,54 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinError;
 use tokio::time::Instant;
 
-use super::backpressure::{Backpressure, PAUSE_AFTER, Step};
+use crate::board::BoardSet;
+use crate::clock::SharedClock;
+use crate::health::Health;
+use crate::sink::report::FlushReport;
+use crate::source::{RebalanceEvent, TopicPartition};
+
+use super::backpressure::{Backpressure, PAUSE_AFTER, Step, backlog_limit};
+use super::batch::Batch;
 use super::flush::Flushed;
 use super::intake::Intake;
 use super::partitions::{Partitions, ResumeAt};
 use super::port::{Sink, Source};
 use super::queue::FlushQueue;
+use super::report;
 use super::resume::{self, Resume};
-use super::{Engine, backlog_limit, report};
-use crate::board::BoardSet;
-use crate::clock::SharedClock;
-use crate::health::Health;
-use crate::sink::report::FlushReport;
-
-use super::batch::Batch;
-use crate::source::{RebalanceEvent, TopicPartition};
+use super::setup::Engine;
 
 /// How long after its assignment a partition whose fetcher has not started
 /// is logged: it normally starts within a second (librdkafka first fetches
 /// the committed offsets), so this only fires when the start was lost or
 /// the group coordinator is in trouble.
 const FETCH_START_OVERDUE: Duration = Duration::from_secs(30);
+
+/// Most messages taken from the consumer per loop iteration.
+const MAX_CHUNK: usize = 1024;
+
+impl Engine {
+    /// Runs until `shutdown` turns true; then drains the batches in hand,
+    /// commits and returns.
+    pub async fn run(self, shutdown: watch::Receiver<bool>) {
+        let consumer = self.consumer.clone();
+        // Messages that are already fetched are taken in chunks, so the
+        // loop's select runs once per chunk rather than once per message.
+        let messages = consumer.stream().ready_chunks(MAX_CHUNK);
+        self.run_on(messages, shutdown).await;
+    }
+}
+
+impl<Src: Source, Snk: Sink> Engine<Src, Snk> {
+    /// Runs the loop on the given message stream (chunks of messages).
+    pub async fn run_on<M, St>(self, messages: St, shutdown: watch::Receiver<bool>)
+    where
+        M: Message,
+        St: Stream<Item = Vec<KafkaResult<M>>> + Unpin,
+    {
+        ConsumerLoop::new(self, shutdown).run(messages).await;
+    }
+}
 
 pub(super) struct ConsumerLoop<Src: Source, Snk: Sink> {
     pub(super) source: Arc<Src>,

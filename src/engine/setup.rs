@@ -1,0 +1,37 @@
+//! What the consumer loop is given: [`Engine`], built by the application
+//! wiring (`app`), with by default the librdkafka consumer and the Redis
+//! [`Flusher`] behind the loop's narrow interfaces ([`super::port`]).
+//! `run.rs` runs it.
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::board::BoardSet;
+use crate::clock::SharedClock;
+use crate::config::BatchConfig;
+use crate::event::Decoder;
+use crate::health::Health;
+use crate::source::{KafkaConsumer, RebalanceEvent};
+
+use super::flush::Flusher;
+use super::port::{Sink, Source};
+
+/// What the loop needs, built by the application wiring (`app`): by default
+/// the librdkafka consumer and the Redis [`Flusher`].
+pub struct Engine<Src: Source = KafkaConsumer, Snk: Sink = Flusher> {
+    pub boards: Arc<BoardSet>,
+    pub decoder: Arc<Decoder>,
+    pub consumer: Arc<Src>,
+    pub rebalances: UnboundedReceiver<RebalanceEvent>,
+    pub clock: SharedClock,
+    pub health: Arc<Health>,
+    pub batch: BatchConfig,
+    /// Longest payload copied into a dead letter.
+    pub max_event_bytes: usize,
+    /// Woken when a flush reports window evictions left over.
+    pub trim_wanted: Arc<Notify>,
+    /// Applies batches (and writes dead letters and positions).
+    pub flusher: Snk,
+}
