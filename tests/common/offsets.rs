@@ -76,13 +76,23 @@ impl std::fmt::Display for GroupOffsets {
 /// Reads a consumer group's committed offsets and the log ends of its
 /// topic from Kafka, without joining the group.
 ///
-/// The log ends are found by reading the topic to its end (from the last
-/// batch ListOffsets knows of) with a consumer
-/// of its own (assigned, never committing, fetching on between reads):
-/// tansu answers ListOffsets(latest), and so `fetch_watermarks`,
-/// with the base offset of the last record batch plus one, not the log end
-/// (5 messages in one batch: "end 1"), while the high watermark in its fetch
-/// responses, which ends a read at `PartitionEOF`, is right.
+/// The log ends are found by reading the topic to its end with a consumer
+/// of its own (assigned, never committing, fetching on between reads),
+/// because ListOffsets(latest), and so `fetch_watermarks`, cannot be
+/// trusted on tansu: it answers with the base offset of some record batch
+/// plus one, not the log end (5 messages in one batch: "end 1"). With S3
+/// storage it can be the first batch the broker wrote since it last
+/// started: 20,000 messages over 4 partitions, a restart, 20,000 more, and
+/// every partition's "latest" is 5001 of 10000. The high watermark in its
+/// fetch responses, which ends a read at `PartitionEOF`, is right.
+///
+/// A read therefore never starts behind what is known to exist: the
+/// group's committed offsets are a floor of the log ends, so a partition
+/// whose reader is behind its committed offset jumps there and reads only
+/// what follows. Reading forward instead, from a stale "latest" after a
+/// broker restart, fell behind for good on a loaded machine (about 3,700
+/// messages of a partition in 240 s), so a test waited on a log end while
+/// the consumer had long committed it.
 pub struct GroupWatch {
     /// Unsubscribed, with the watched group's id: asks the coordinator.
     group: Arc<BaseConsumer<EofIsNews>>,
@@ -145,8 +155,14 @@ impl GroupWatch {
         let topic = self.topic.clone();
         tokio::task::spawn_blocking(move || {
             let mut tail = tail.lock().map_err(|e| e.to_string())?;
-            let settled = tail.read_to_end(&topic, Duration::from_secs(2))?;
-            committed_against(&group, &topic, &tail.parts, settled)
+            if tail.parts.is_empty() {
+                tail.assign(&topic)?;
+            }
+            let floor = committed(&group, &topic, tail.parts.len())?;
+            tail.catch_up(&topic, &floor)?;
+            let settled = tail.read_to_end(Duration::from_secs(2))?;
+            let committed = committed(&group, &topic, tail.parts.len())?;
+            Ok(against(&tail.parts, &committed, settled))
         })
         .await
         .map_err(|e| e.to_string())?
@@ -159,10 +175,7 @@ impl Tail {
     /// whether it got there. The consumer keeps fetching between calls (10
     /// ms long polls), so an end reported is at most that old. It is never
     /// sought back: a seek would discard what librdkafka prefetched.
-    fn read_to_end(&mut self, topic: &str, budget: Duration) -> Result<bool, String> {
-        if self.parts.is_empty() {
-            self.assign(topic)?;
-        }
+    fn read_to_end(&mut self, budget: Duration) -> Result<bool, String> {
         let deadline = Instant::now() + budget;
         loop {
             match self.consumer.poll(Duration::from_millis(50)) {
@@ -218,6 +231,28 @@ impl Tail {
             .map_err(|e| format!("assign: {e}"))
     }
 
+    /// Moves every partition read short of `floor` (the group's committed
+    /// offsets: that many messages exist) to the last message below it,
+    /// so the read that follows starts there. Assigning again drops what
+    /// librdkafka prefetched, so it is done only when a partition is behind.
+    fn catch_up(&mut self, topic: &str, floor: &[Option<i64>]) -> Result<(), String> {
+        let mut behind = false;
+        for (p, c) in self.parts.iter_mut().zip(floor) {
+            if let Some(c) = *c
+                && p.0 < c - 1
+            {
+                *p = (c - 1, false);
+                behind = true;
+            }
+        }
+        if behind {
+            self.consumer
+                .assign(&self.positions(topic)?)
+                .map_err(|e| format!("assign: {e}"))?;
+        }
+        Ok(())
+    }
+
     fn positions(&self, topic: &str) -> Result<TopicPartitionList, String> {
         let mut tpl = TopicPartitionList::new();
         for (p, (next, _)) in self.parts.iter().enumerate() {
@@ -228,36 +263,42 @@ impl Tail {
     }
 }
 
-fn committed_against(
+/// The group's committed offset of each of the topic's `count` partitions.
+fn committed(
     group: &BaseConsumer<EofIsNews>,
     topic: &str,
-    ends: &[(i64, bool)],
-    settled: bool,
-) -> Result<GroupOffsets, String> {
+    count: usize,
+) -> Result<Vec<Option<i64>>, String> {
     let mut tpl = TopicPartitionList::new();
-    for p in 0..ends.len() {
+    for p in 0..count {
         tpl.add_partition(topic, p as i32);
     }
     let committed = group
         .committed_offsets(tpl, Duration::from_secs(5))
         .map_err(|e| format!("committed offsets: {e}"))?;
-    let partitions = ends
-        .iter()
-        .enumerate()
-        .map(|(p, (end, _))| PartitionOffsets {
-            partition: p as i32,
-            committed: match committed
-                .find_partition(topic, p as i32)
-                .map(|e| e.offset())
-            {
+    Ok((0..count as i32)
+        .map(
+            |p| match committed.find_partition(topic, p).map(|e| e.offset()) {
                 Some(Offset::Offset(o)) => Some(o),
                 _ => None,
             },
+        )
+        .collect())
+}
+
+fn against(ends: &[(i64, bool)], committed: &[Option<i64>], settled: bool) -> GroupOffsets {
+    let partitions = ends
+        .iter()
+        .zip(committed)
+        .enumerate()
+        .map(|(p, ((end, _), committed))| PartitionOffsets {
+            partition: p as i32,
+            committed: *committed,
             end: *end,
         })
         .collect();
-    Ok(GroupOffsets {
+    GroupOffsets {
         partitions,
         settled,
-    })
+    }
 }
