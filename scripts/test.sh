@@ -4,7 +4,7 @@
 # tansu brokers and redis-server processes on free ports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TANSU_BIN=$(scripts/setup.sh | tail -n 1)
+TANSU_BIN=$(scripts/setup.sh --tests | tail -n 1)
 export TANSU_BIN
 # Integration tests each start servers; two at a time suits a 2-core machine.
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-2}"
