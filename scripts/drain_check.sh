@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SIGTERM rankflow while it catches up on a queued backlog of window-board
 # events, and print how long it took to drain, commit and exit (docs/guarantees.md:
-# within 10 s). BENCHMARKS.md round 6 has the figures.
+# within 10 s). BENCHMARKS.md, "Shutdown while catching up", has the figures.
 # DRAIN_EVENTS (default 1000000) events are queued; SIGTERM is sent once
 # DRAIN_AFTER (default 300000) are applied.
 set -euo pipefail

@@ -173,7 +173,8 @@ pub fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
 /// What `check` says about reading a scoped board's scopes as one.
 fn scope_unions_line(b: &Board) -> String {
     let Some(offer) = rankflow_offer(b) else {
-        return "scopes cannot be read as one union (see `unions` in the README)".to_string();
+        return "scopes cannot be read as one union (see `scope_slot` in docs/configuration.md)"
+            .to_string();
     };
     let all = match offer.registry {
         0 => "scope=* off (scope_registry = 0)".to_string(),

@@ -1,4 +1,4 @@
-//! The due set in Redis (`{prefix}:archive:due`, design10.md): which
+//! The due set in Redis (`{prefix}:archive:due`, docs/history.md): which
 //! periods of archived views wait to be archived, and the Redis side of the
 //! archiver's steps on one of them: list what is due, measure the backlog,
 //! close a period (marker set, expiry removed), restore its expiry and

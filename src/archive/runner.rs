@@ -1,7 +1,8 @@
 //! The archiver: every `[archive] interval_ms` (and once for `rankflow
 //! archive`) it measures the backlog, lists what is due, and takes each due
-//! period through the six steps of design10.md: close (marker, no expiry),
-//! skip if empty, copy, announce, restore the expiry, remove the item.
+//! period through the six steps of docs/history.md ("The steps"): close
+//! (marker, no expiry), skip if empty, copy, announce, restore the expiry,
+//! remove the item.
 //! Every step is idempotent, so a crash anywhere is finished by the next
 //! pass of any instance; the period's PostgreSQL advisory lock makes sure
 //! only one of them copies it at a time (docs/history.md, "How archiving

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 /// than applying it, so the next batch is ready before the one in Redis
 /// is done. (Two were kept with 20,000-event batches; with the default of
 /// 100,000 a second one only held memory: same events/s, 90 MB less RSS
-/// in the window benchmark, BENCHMARKS.md round 6.)
+/// in the window benchmark, BENCHMARKS.md, "Batch size".)
 const BACKLOG_BATCHES: usize = 1;
 /// ...but never fewer messages than this, so that small batches (down to
 /// one event) do not pause and resume the fetcher on every flush.

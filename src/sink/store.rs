@@ -112,7 +112,7 @@ impl StoreError {
 }
 
 /// The Redis ACL rules rankflow needs, as one `ACL SETUSER` argument list
-/// (the README quotes it and the security test applies it as written):
+/// (docs/operations.md quotes it and the security test applies it as written):
 /// keys under `<key_prefix>:` only, no channels, and exactly the commands
 /// rankflow sends (directly, or from its Lua scripts, which Redis checks
 /// against the same rules). `<key_prefix>` is replaced by the setting.

@@ -135,7 +135,11 @@ impl Writer {
             }
             let replies = self.store.pipeline(&cmds, scripts.epoch).await?;
             round.read_replies(calls, &replies)?;
-            self.remember(calls, &round.pending, (n == 0).then_some(&scope_entries[..]));
+            self.remember(
+                calls,
+                &round.pending,
+                (n == 0).then_some(&scope_entries[..]),
+            );
             if round.pending.is_empty() {
                 // Not acknowledged before the replicas have it (when asked):
                 // a failover then cannot take back what was acknowledged.

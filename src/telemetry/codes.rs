@@ -3,8 +3,8 @@
 //! ([`DlqReason`]) and what kind of Redis failure occurred
 //! ([`RedisErrorKind`]). Each enum holds the one list of its codes: the
 //! decoder, the dead-letter headers, the metric labels, the series created
-//! at start-up and the docs all take them from here (a test checks the
-//! README against these lists).
+//! at start-up and the docs all take them from here (a test checks
+//! docs/metrics.md against these lists).
 
 /// What happened to one message (docs/metrics.md, label `outcome` of
 /// `rankflow_events_total`).
@@ -234,21 +234,21 @@ mod tests {
         assert!(RedisErrorKind::Loading.is_retriable());
     }
 
-    /// The README's tables list every code.
+    /// docs/metrics.md's tables list every code.
     #[test]
-    fn the_readme_lists_every_code() {
-        let readme = include_str!("../../README.md");
+    fn the_metrics_doc_lists_every_code() {
+        let doc = include_str!("../../docs/metrics.md");
         for r in DlqReason::ALL {
             assert!(
-                readme.contains(&format!("| `{}` |", r.code())),
-                "README does not document dead-letter reason `{}`",
+                doc.contains(&format!("| `{}` |", r.code())),
+                "docs/metrics.md does not document dead-letter reason `{}`",
                 r.code()
             );
         }
         for k in RedisErrorKind::ALL {
             assert!(
-                readme.contains(&format!("| `{}` |", k.label())),
-                "README does not document Redis error kind `{}`",
+                doc.contains(&format!("| `{}` |", k.label())),
+                "docs/metrics.md does not document Redis error kind `{}`",
                 k.label()
             );
         }
