@@ -28,8 +28,8 @@ use common::direct::Direct;
 use common::reference::*;
 use common::*;
 use rankflow::clock::{ManualClock, SharedClock};
-use rankflow::telemetry::Outcome;
 use rankflow::sink::reply::CLOSED_CUTOFF;
+use rankflow::telemetry::Outcome;
 use serde_json::json;
 
 const MIN: i64 = 60_000;
