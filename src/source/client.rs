@@ -12,7 +12,7 @@ use rdkafka::consumer::{BaseConsumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseProducer, DeliveryResult, ProducerContext};
 
-use super::SourceError;
+use super::error::SourceError;
 use crate::config::KafkaConfig;
 use crate::config::redact;
 

@@ -3,7 +3,8 @@
 //! `poll`: rebalances (reported to the consumer loop over a channel, with a
 //! synchronous commit before partitions are revoked) and statistics (the
 //! per-partition `rankflow_consumer_lag` gauge, computed from librdkafka's
-//! own figures so no watermark query blocks an async worker).
+//! own figures so no watermark query blocks an async worker). The error
+//! type, [`SourceError`], lives in `error.rs` and is re-exported here.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -23,10 +24,12 @@ use crate::health::Health;
 use crate::telemetry::events::{PartitionLag, Rebalanced};
 
 pub mod client;
+pub mod error;
 pub mod outage;
 pub mod probe;
 
 pub use client::{MANAGED_PROPERTIES, client_config};
+pub use error::SourceError;
 
 /// A partition: topic and number.
 pub type TopicPartition = (Arc<str>, i32);
@@ -50,31 +53,6 @@ const STARTED_FETCH_STATES: &[&str] = &[
     "validate-epoch-wait",
     "active",
 ];
-
-/// Errors of the Kafka boundary.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    #[error("invalid Kafka client configuration: {0}")]
-    Config(KafkaError),
-    #[error("cannot subscribe to {topics:?}: {source}")]
-    Subscribe {
-        topics: Vec<String>,
-        source: KafkaError,
-    },
-    #[error("Kafka consumer failed: {0}")]
-    Consume(KafkaError),
-    #[error("no broker answered a metadata request: {0}")]
-    Unreachable(KafkaError),
-    #[error("[kafka.client] sets {0}, which rankflow manages itself")]
-    Managed(String),
-}
-
-impl SourceError {
-    /// Configuration mistakes are permanent; broker trouble is not.
-    pub fn is_retriable(&self) -> bool {
-        matches!(self, SourceError::Consume(_) | SourceError::Unreachable(_))
-    }
-}
 
 /// Callbacks run by librdkafka; shared with the consumer loop.
 pub struct Context {

@@ -12,7 +12,8 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 
-use super::{SourceError, client_config};
+use super::client::client_config;
+use super::error::SourceError;
 use crate::config::KafkaConfig;
 
 /// How long one attempt waits for the brokers' metadata.
