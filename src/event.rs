@@ -12,169 +12,29 @@
 //! Decoding never panics. Every rejection is a [`DecodeError`] whose
 //! [`reason`](DecodeError::reason) is the stable code that goes into metrics
 //! and the dead-letter header `rankflow-error`.
+//!
+//! What both decodes share lives in leaf modules that they import and this
+//! file re-exports: [`kind`] ([`EventType`]), [`decoded`] ([`Event`]),
+//! [`error`] ([`DecodeError`]) and [`ids`] (the id byte-length rule). This
+//! file holds the [`Decoder`] that picks the decode.
 
 mod check;
+mod decoded;
+mod error;
 mod fields;
 mod generic;
+mod ids;
+mod kind;
 mod typed;
 
+pub use decoded::Event;
+pub use error::DecodeError;
 pub use fields::{Fields, Slot};
 pub use generic::SchemaBuildError;
 use generic::Validators;
+pub use ids::MAX_ID_BYTES;
+pub use kind::EventType;
 use typed::{Object, Top};
-
-use crate::telemetry::DlqReason;
-
-/// Bytes an id may have (docs/events.md: strings of 1–128 bytes). JSON Schema's
-/// `maxLength` counts characters, so the byte limit is checked here as well.
-pub const MAX_ID_BYTES: usize = 128;
-
-/// The three event types rules can consume.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum EventType {
-    Gift,
-    Score,
-    Play,
-}
-
-impl EventType {
-    pub const ALL: [EventType; 3] = [EventType::Gift, EventType::Score, EventType::Play];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            EventType::Gift => "gift",
-            EventType::Score => "score",
-            EventType::Play => "play",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<EventType> {
-        EventType::ALL.into_iter().find(|t| t.name() == s)
-    }
-
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The schema text, compiled into the binary so validation cannot drift
-    /// from the files users read.
-    pub fn schema_text(self) -> &'static str {
-        match self {
-            EventType::Gift => include_str!("../schemas/gift.schema.json"),
-            EventType::Score => include_str!("../schemas/score.schema.json"),
-            EventType::Play => include_str!("../schemas/play.schema.json"),
-        }
-    }
-
-    /// Fields declared by this type's schema (for warnings about rules that
-    /// read fields producers are not known to send).
-    pub fn declared_fields(self) -> &'static [&'static str] {
-        const COMMON: [&str; 3] = ["type", "event_id", "ts"];
-        match self {
-            EventType::Gift => &[
-                COMMON[0],
-                COMMON[1],
-                COMMON[2],
-                "sender_id",
-                "receiver_id",
-                "gift_id",
-                "count",
-                "value",
-                "room_id",
-            ],
-            EventType::Score => &[
-                COMMON[0],
-                COMMON[1],
-                COMMON[2],
-                "user_id",
-                "game_id",
-                "points",
-                "duration_ms",
-                "revives",
-                "cleared",
-            ],
-            EventType::Play => &[
-                COMMON[0],
-                COMMON[1],
-                COMMON[2],
-                "user_id",
-                "game_id",
-                "duration_ms",
-            ],
-        }
-    }
-
-    /// Id fields: an integer there is used as its decimal string.
-    fn id_fields(self) -> &'static [&'static str] {
-        match self {
-            EventType::Gift => &["sender_id", "receiver_id", "gift_id", "room_id"],
-            EventType::Score | EventType::Play => &["user_id", "game_id"],
-        }
-    }
-
-    /// Integer fields: `3.0` is an integer to JSON Schema, so it is stored as
-    /// one and rules see the same kind whichever way the producer wrote it.
-    fn integer_fields(self) -> &'static [&'static str] {
-        match self {
-            EventType::Gift => &["count"],
-            EventType::Score => &["points", "duration_ms", "revives"],
-            EventType::Play => &["duration_ms"],
-        }
-    }
-}
-
-/// A decoded, schema-valid event.
-#[derive(Debug, Clone)]
-pub struct Event {
-    pub kind: EventType,
-    /// Event time, ms since the Unix epoch.
-    pub ts: i64,
-    /// The whole object (ids normalized to strings), read by rules.
-    pub fields: Fields,
-}
-
-impl Event {
-    /// The producer's id of the event (checked present, 1-128 bytes, by
-    /// the decode; kept in the fields rather than copied out, since the
-    /// hot path never reads it).
-    pub fn event_id(&self) -> &str {
-        match self.fields.field("event_id", Some(Slot::EVENT_ID)) {
-            Some(serde_json::Value::String(s)) => s,
-            _ => "",
-        }
-    }
-}
-
-/// Why a message is not a valid event.
-#[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    #[error("message of {size} bytes is larger than the limit of {max} bytes")]
-    TooLarge { size: usize, max: usize },
-    #[error("message is not valid UTF-8: {0}")]
-    Utf8(#[from] std::str::Utf8Error),
-    #[error("message is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("message is JSON but not an object")]
-    NotObject,
-    #[error("unknown event type {0:?} (expected gift, score or play)")]
-    UnknownType(String),
-    #[error("{0}")]
-    Schema(String),
-}
-
-impl DecodeError {
-    /// Why the message goes to the dead-letter topic.
-    pub fn reason(&self) -> DlqReason {
-        match self {
-            DecodeError::TooLarge { .. } => DlqReason::TooLarge,
-            DecodeError::Utf8(_) => DlqReason::InvalidUtf8,
-            DecodeError::Json(_) => DlqReason::InvalidJson,
-            DecodeError::NotObject => DlqReason::NotObject,
-            DecodeError::UnknownType(_) => DlqReason::UnknownType,
-            DecodeError::Schema(_) => DlqReason::Schema,
-        }
-    }
-}
 
 /// Compiled schemas plus limits; build once, share across tasks.
 pub struct Decoder {
@@ -232,35 +92,12 @@ impl Decoder {
     }
 }
 
-/// Messages quote the offending value; a 10 KB id would make a 10 KB
-/// header and log line, so keep them readable.
-fn shorten(mut message: String) -> String {
-    if message.len() > 300 {
-        let mut cut = 300;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-        message.push('…');
-    }
-    message
-}
-
-fn check_id_bytes(field: &str, id: &str) -> Result<(), DecodeError> {
-    if id.is_empty() || id.len() > MAX_ID_BYTES {
-        return Err(DecodeError::Schema(format!(
-            "/{field}: id of {} bytes (ids are 1-{MAX_ID_BYTES} bytes)",
-            id.len()
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::telemetry::DlqReason;
 
     fn dec() -> Decoder {
         Decoder::new(64 * 1024).unwrap()

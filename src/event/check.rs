@@ -9,9 +9,12 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use super::decoded::Event;
+use super::error::{DecodeError, shorten};
 use super::fields::{Fields, Slot};
+use super::ids::check_id_bytes;
+use super::kind::EventType;
 use super::typed::{Key, Object, Raw};
-use super::{DecodeError, Event, EventType, check_id_bytes, shorten};
 
 /// What one schema property demands of its value.
 #[derive(Debug, Clone, Copy)]

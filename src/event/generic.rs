@@ -6,7 +6,10 @@
 
 use serde_json::{Map, Value};
 
-use super::{DecodeError, Event, EventType, check_id_bytes};
+use super::decoded::Event;
+use super::error::{DecodeError, shorten};
+use super::ids::check_id_bytes;
+use super::kind::EventType;
 
 /// The compiled schemas of the three event types.
 pub(super) struct Validators([jsonschema::Validator; 3]);
@@ -82,7 +85,7 @@ impl Validators {
 
 fn schema_message(e: &jsonschema::ValidationError<'_>) -> String {
     let path = e.instance_path().to_string();
-    let message = super::shorten(e.to_string());
+    let message = shorten(e.to_string());
     if path.is_empty() {
         message
     } else {
