@@ -1,5 +1,5 @@
 //! Checker and lowering: syntax tree to the compact evaluation tree
-//! ([`Node`]), once per rule.
+//! ([`Node`], defined in `tree`), once per rule.
 //!
 //! Owns the static checks (unknown functions, arity, operand kinds that can
 //! never be valid, the caller's expected result kind), the resolution of
@@ -8,103 +8,12 @@
 
 use serde_json::Map;
 
+use super::error::{CompileError, EvalError};
 use super::eval;
 use super::parser::{Ast, AstKind, BinOp, UnOp};
+use super::tree::{Func, Node, Path, Seg};
 use super::value::{Arith, Cmp, Kinds, Value};
-use super::{CompileError, EvalError};
 use crate::event::Slot;
-
-/// The evaluation tree. Binary operators keep both operands in one box so
-/// that each node costs a single allocation and stays close in memory.
-#[derive(Debug)]
-pub(crate) enum Node {
-    Const(Value<'static>),
-    /// Read of an event field (possibly nested); the hot path.
-    Field(Path),
-    Has(Path),
-    Not(Box<Node>),
-    Neg(Box<Node>),
-    And(Box<[Node]>),
-    Or(Box<[Node]>),
-    Cond(Box<(Node, Node, Node)>),
-    Arith(Arith, Box<(Node, Node)>),
-    Cmp(Cmp, Box<(Node, Node)>),
-    In(Box<(Node, Node)>),
-    /// Indexing whose base is not a plain path or whose index is dynamic.
-    Index(Box<(Node, Node)>),
-    /// Field selection on a computed object (e.g. `(c ? a : b).x`).
-    Select(Box<Node>, Box<str>),
-    List(Box<[Node]>),
-    Call(Func, Box<[Node]>),
-}
-
-/// Built-in functions other than `has` (which takes a path, not a value).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Func {
-    String,
-    Int,
-    Double,
-    Size,
-    Min,
-    Max,
-}
-
-impl Func {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Func::String => "string",
-            Func::Int => "int",
-            Func::Double => "double",
-            Func::Size => "size",
-            Func::Min => "min",
-            Func::Max => "max",
-        }
-    }
-}
-
-/// A field path resolved at compile time: the top-level key, then nested
-/// keys / array indexes.
-#[derive(Debug, Clone)]
-pub(crate) struct Path {
-    pub root: Box<str>,
-    /// `root`'s slot in an event's fields, resolved once here.
-    pub slot: Option<Slot>,
-    pub segs: Box<[Seg]>,
-    /// The path as written, for `NoSuchField` messages.
-    pub text: Box<str>,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) enum Seg {
-    Key(Box<str>),
-    Index(usize),
-}
-
-impl Path {
-    fn push(&self, seg: Seg) -> Path {
-        let text = match &seg {
-            Seg::Key(k) if is_ident(k) => format!("{}.{k}", self.text),
-            Seg::Key(k) => format!("{}[{k:?}]", self.text),
-            Seg::Index(i) => format!("{}[{i}]", self.text),
-        };
-        let mut segs = self.segs.to_vec();
-        segs.push(seg);
-        Path {
-            root: self.root.clone(),
-            slot: self.slot,
-            segs: segs.into_boxed_slice(),
-            text: text.into_boxed_str(),
-        }
-    }
-}
-
-fn is_ident(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
-}
 
 /// A compiled subtree with what the checker knows about it.
 struct Compiled {

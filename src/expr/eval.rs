@@ -11,10 +11,10 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value as Json};
 
-use super::compile::{Func, Node, Path, Seg};
+use super::error::EvalError;
+use super::record::Record;
+use super::tree::{Func, Node, Path, Seg};
 use super::value::{self, Value};
-
-use super::{EvalError, Record};
 
 type Event<'a> = dyn Record + 'a;
 

@@ -4,7 +4,7 @@
 //! Owns literal decoding (numbers, the CEL string escapes, raw and
 //! triple-quoted strings) so the parser only deals with structure.
 
-use super::CompileError;
+use super::error::CompileError;
 
 /// One lexical token.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,11 +3,13 @@
 //! through [`Record`]: an event's [`Fields`] (a declared field's slot is
 //! resolved at compile time) or any JSON object.
 //!
-//! This file owns the public API ([`Program`], [`Expect`], [`Value`], the
-//! error types) and the end-to-end pipeline:
+//! This file owns the public API ([`Program`], [`Expect`], and re-exports
+//! of [`Value`], [`Record`] and the error types) and the end-to-end pipeline:
 //! source → `lexer` → `parser` (syntax tree, nesting limit) → `compile`
-//! (static checks, field paths, constant folding) → evaluation tree, walked
-//! by `eval` for every event. `value` holds the operator semantics.
+//! (static checks, field paths, constant folding) → evaluation tree
+//! (`tree`), walked by `eval` for every event. `value` holds the operator
+//! semantics, `record` the [`Record`] trait, `error` [`CompileError`] and
+//! [`EvalError`]; the stages import those leaf modules, never this file.
 //!
 //! # Language
 //!
@@ -39,9 +41,12 @@
 //!   `has`, method-call syntax (`x.size()`), timestamps and durations.
 
 mod compile;
+mod error;
 mod eval;
 mod lexer;
 mod parser;
+mod record;
+mod tree;
 mod value;
 
 #[cfg(test)]
@@ -49,35 +54,13 @@ mod tests;
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value as Json};
-
-use crate::event::{Fields, Slot};
-use compile::{Compiler, Node};
+use compile::Compiler;
+use tree::Node;
 use value::Kinds;
 
+pub use error::{CompileError, EvalError};
+pub use record::Record;
 pub use value::Value;
-
-/// What expressions read fields from: an event's [`Fields`] (the hot
-/// path: a declared field is an array slot) or any JSON object (tests,
-/// constant folding).
-pub trait Record {
-    /// The top-level field `name`, whose [`Slot::of`] is `slot` (resolved
-    /// when the expression was compiled).
-    fn field(&self, name: &str, slot: Option<Slot>) -> Option<&Json>;
-}
-
-impl Record for Fields {
-    #[inline]
-    fn field(&self, name: &str, slot: Option<Slot>) -> Option<&Json> {
-        Fields::field(self, name, slot)
-    }
-}
-
-impl Record for Map<String, Json> {
-    fn field(&self, name: &str, _: Option<Slot>) -> Option<&Json> {
-        self.get(name)
-    }
-}
 
 /// Longest accepted source, in bytes; rules are short and this keeps
 /// compile time and memory bounded for hostile input.
@@ -114,57 +97,6 @@ impl Expect {
             Expect::Number => "a number",
             Expect::String => "a string",
             Expect::Any => "a value",
-        }
-    }
-}
-
-/// A compile-time error, located at a 1-based character column of the
-/// source (newlines count as characters).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message} at column {position}")]
-pub struct CompileError {
-    pub position: usize,
-    pub message: String,
-}
-
-/// An error evaluating a program against one event.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum EvalError {
-    /// A field (or nested path, as written) is missing from the event.
-    #[error("no such field: {0}")]
-    NoSuchField(String),
-    #[error("index {index} out of bounds for list of length {len}")]
-    IndexOutOfBounds { index: i64, len: usize },
-    #[error("division by zero")]
-    DivisionByZero,
-    #[error("integer overflow")]
-    Overflow,
-    #[error("result is not a finite number")]
-    NotFinite,
-    /// An int score beyond ±2^53, which a double (Redis score) cannot hold
-    /// exactly.
-    #[error("integer {0} exceeds 2^53 and cannot be used exactly as a score")]
-    Inexact(i64),
-    /// An operand or result of the wrong type.
-    #[error("type error: {0}")]
-    Type(String),
-    /// A string that does not parse as the requested number.
-    #[error("conversion error: {0}")]
-    Conversion(String),
-}
-
-impl EvalError {
-    /// A short, stable reason code (for metrics labels and logs).
-    pub fn code(&self) -> &'static str {
-        match self {
-            EvalError::NoSuchField(_) => "no_such_field",
-            EvalError::IndexOutOfBounds { .. } => "index_out_of_bounds",
-            EvalError::DivisionByZero => "division_by_zero",
-            EvalError::Overflow => "overflow",
-            EvalError::NotFinite => "not_finite",
-            EvalError::Inexact(_) => "inexact",
-            EvalError::Type(_) => "type",
-            EvalError::Conversion(_) => "conversion",
         }
     }
 }

@@ -6,7 +6,7 @@
 //! parser nor the later compile/eval/drop recursions can overflow the stack
 //! on hostile input.
 
-use super::CompileError;
+use super::error::CompileError;
 use super::lexer::{Tok, Token};
 
 /// Maximum nesting of the expression (parentheses, operators, calls, ...).

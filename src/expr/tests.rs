@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use proptest::prelude::*;
 use serde_json::{Map, Value as Json, json};
 
-use super::compile::Node;
+use super::tree::Node;
 use super::*;
 
 fn event() -> Map<String, Json> {

@@ -12,7 +12,7 @@ use std::fmt;
 
 use serde_json::Value as Json;
 
-use super::EvalError;
+use super::error::EvalError;
 
 /// A value produced by evaluating an expression against an event.
 ///
