@@ -7,11 +7,11 @@ use std::collections::{HashMap, HashSet};
 
 use chrono_tz::Tz;
 
-use serde::{Deserialize, Serialize};
-
-use super::composite::{FieldOrder, Layout, MAX_FIELDS};
 use super::duration::{Span, parse_span};
+use super::layout::{FieldOrder, Layout, MAX_FIELDS};
 use super::period::PeriodKind;
+// Re-exported: callers outside the folder name the enums through `model` too.
+pub use super::ranking::{Aggregate, Order, TieBreak};
 use super::score::{MAX_EXACT, MAX_TIE_TS, TieKey};
 use super::spec::{BoardError, BoardSpec, FieldSpec, Globals};
 use super::window::WindowSpec;
@@ -26,36 +26,6 @@ pub const DEFAULT_RETENTION: [(PeriodKind, &str); 5] = [
     (PeriodKind::Month, "13mo"),
     (PeriodKind::Year, "3y"),
 ];
-
-/// How a board combines the scores of one member within a view.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Aggregate {
-    #[default]
-    Sum,
-    Max,
-    Min,
-    Last,
-}
-
-/// Which of two members with equal scores ranks first.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TieBreak {
-    #[default]
-    None,
-    Earliest,
-    Latest,
-}
-
-/// Rank order: `desc` puts the highest score first (the default, and for
-/// `min` boards `asc`, because their best is the lowest).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Order {
-    Desc,
-    Asc,
-}
 
 /// One view of a board: a calendar period or a sliding window.
 #[derive(Debug, Clone)]
@@ -507,7 +477,7 @@ fn refuse_unholdable_constant(at: &str, score: &Program) -> Result<(), BoardErro
         return Ok(());
     }
     let why = match score.eval_number(&serde_json::Map::new()) {
-        Ok(v) if super::composite::in_range(v) => return Ok(()),
+        Ok(v) if super::layout::in_range(v) => return Ok(()),
         Ok(v) => format!("always gives {v}"),
         Err(e) => format!("always fails ({e})"),
     };
@@ -749,6 +719,8 @@ fn compile_views(
 
 #[cfg(test)]
 mod tests {
+    use serde::Deserialize;
+
     use super::*;
 
     #[derive(Deserialize)]

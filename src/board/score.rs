@@ -6,7 +6,7 @@
 //! The same encoding is implemented in `src/sink/lua/apply.lua` (`enc`); the
 //! integration tests read boards written by the script through [`decode_member`].
 
-use super::model::{Order, TieBreak};
+use super::ranking::{Order, TieBreak};
 
 /// Largest magnitude a score may have and stay exact: 2^53.
 pub const MAX_EXACT: f64 = 9_007_199_254_740_992.0;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{Aggregate, Order, TieBreak};
+use super::ranking::{Aggregate, Order, TieBreak};
 
 /// One `[[board]]` as written.
 #[derive(Debug, Clone, Deserialize, Serialize)]
