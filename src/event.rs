@@ -14,9 +14,9 @@
 //! and the dead-letter header `rankflow-error`.
 //!
 //! What both decodes share lives in leaf modules that they import and this
-//! file re-exports: [`kind`] ([`EventType`]), [`decoded`] ([`Event`]),
-//! [`error`] ([`DecodeError`]) and [`ids`] (the id byte-length rule). This
-//! file holds the [`Decoder`] that picks the decode.
+//! file re-exports: `kind` ([`EventType`]), `decoded` ([`Event`]), `error`
+//! ([`DecodeError`]) and `ids` (the id byte-length rule). This file holds
+//! the [`Decoder`] that picks the decode.
 
 mod check;
 mod decoded;

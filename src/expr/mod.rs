@@ -1,7 +1,7 @@
 //! Rule expression compiler: a CEL-syntax subset over the fields of an
 //! event, compiled once per rule and evaluated per event. Fields are read
-//! through [`Record`]: an event's [`Fields`] (a declared field's slot is
-//! resolved at compile time) or any JSON object.
+//! through [`Record`]: an event's [`Fields`](crate::event::Fields) (a
+//! declared field's slot is resolved at compile time) or any JSON object.
 //!
 //! This file owns the public API ([`Program`], [`Expect`], and re-exports
 //! of [`Value`], [`Record`] and the error types) and the end-to-end pipeline:
