@@ -1,4 +1,4 @@
-//! Composite ordering (docs/score-encoding.md, docs/score-encoding.md): how a member's
+//! Composite ordering (docs/score-encoding.md): how a member's
 //! tuple of exact fields becomes one sorted-set entry whose Redis order is
 //! the rank order, and back. Pure: no Redis, no I/O.
 //!

@@ -42,7 +42,7 @@
 --       (time unless the instance is a plain sum: agg "sum", tie "n", no
 --        window; bucket for windows). Composite boards (docs/score-encoding.md; agg "c"
 --       .. {rule, code} x nfields .. direction, e.g. "csdsanpa"... see
---       src/board/composite.rs `script_code`): per update member I4 c0,
+--       src/board/layout.rs `script_code`): per update member I4 c0,
 --       then per field a byte B (0: the event gave it no value; 1: value d,
 --       time d follow) [, bucket I4].
 --       (One argument per view rather than one per value: Redis turns

@@ -51,7 +51,7 @@ local function enc(m, t)
   return h .. m
 end
 
--- Composite boards (src/board/composite.rs has the same encoding): the
+-- Composite boards (src/board/layout.rs has the same encoding): the
 -- score is the first field (an infinity listing last when it has no
 -- value); the member is prefixed by a 15-hex-digit code per further field
 -- (sign digit 1 or 2, then 14 digits of 2^53+v or of v: no double above
@@ -163,7 +163,7 @@ local function ventry(stored, x)
 end
 
 -- Parses a composite board's script code ("c" .. {rule, comp} x n ..
--- direction, see src/board/composite.rs `script_code`) into cfields/cdir.
+-- direction, see src/board/layout.rs `script_code`) into cfields/cdir.
 local function cspec(code)
   local rules = { s = "sum", x = "max", n = "min", l = "last" }
   local fields = {}
