@@ -69,7 +69,7 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("chromedriver runs (scripts/setup.sh installs chromium-driver)");
+            .expect("chromedriver runs (scripts/setup.sh --tests installs chromium-driver)");
         let http = reqwest::Client::new();
         let root = format!("http://127.0.0.1:{port}");
         wait_for(Duration::from_secs(20), "chromedriver ready", || {
@@ -488,7 +488,7 @@ fn firefox_loads_the_page_without_console_errors(url: &str) {
         .arg(&shot)
         .args(["--window-size=390,844", url])
         .output()
-        .expect("firefox-esr runs (scripts/setup.sh installs it)");
+        .expect("firefox-esr runs (scripts/setup.sh --tests installs it)");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

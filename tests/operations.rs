@@ -594,7 +594,7 @@ fn yaml_to_json(yaml: &str) -> Value {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("python3 runs (scripts/setup.sh installs PyYAML)");
+        .expect("python3 runs (scripts/setup.sh --tests installs PyYAML)");
     use std::io::Write;
     child
         .stdin
@@ -646,7 +646,7 @@ fn compose_stack_and_dockerfile_agree_with_the_code() {
         .args(["-f", "docker-compose.yml", "config"])
         .current_dir(repo())
         .output()
-        .expect("docker-compose runs (scripts/setup.sh installs it)");
+        .expect("docker-compose runs (scripts/setup.sh --tests installs it)");
     assert!(
         out.status.success(),
         "docker-compose config rejects the file: {}",

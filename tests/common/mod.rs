@@ -358,7 +358,7 @@ impl S3 {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("moto_server starts (run scripts/setup.sh)");
+            .expect("moto_server starts (run scripts/setup.sh --tests)");
         wait_tcp(port, "moto_server");
         let bucket = unique("tansu").replace('_', "-");
         let made = Command::new("python3")
