@@ -25,9 +25,9 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::ReadError;
+use super::error::ReadError;
+use super::plan::UnionPlan;
 use super::script::ReadScript;
-use super::union::UnionPlan;
 use crate::sink::store::{Store, StoreError};
 
 /// Entries per `ZSCAN` and per `ZADD`/`HSET` of the build.

@@ -15,7 +15,12 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
-use super::{Query, ReadError, Reader, Source, reply};
+use super::answer::Source;
+use super::error::{BadParam, ReadError};
+use super::handle::Reader;
+use super::locate::check;
+use super::query::{MAX_LIMIT, MAX_OFFSET, Query, check_bound};
+use super::reply::reply;
 use crate::archive::read::PeriodRow;
 use crate::board::duration::add_span;
 use crate::board::keys;
@@ -59,8 +64,8 @@ impl Reader {
         offset: usize,
         limit: usize,
     ) -> Result<PeriodList, ReadError> {
-        super::check_bound("limit", limit, super::MAX_LIMIT).map_err(ReadError::BadRequest)?;
-        super::check_bound("offset", offset, super::MAX_OFFSET).map_err(ReadError::BadRequest)?;
+        check_bound("limit", limit, MAX_LIMIT).map_err(ReadError::BadRequest)?;
+        check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
         let now = self.clock.now_ms();
         let (board, kind) = periodic_view(&self.boards, q)?;
         let live = self.live_periods(q, board, kind, now).await?;
@@ -199,13 +204,13 @@ pub fn periodic_view<'b>(
         period: None,
         ..q.clone()
     };
-    super::check(boards, 0, &current)?;
+    check(boards, 0, &current)?;
     let board = boards
         .get(&q.board)
         .ok_or_else(|| ReadError::UnknownBoard(q.board.clone()))?;
     match board.view(&q.view) {
         Some(ViewSpec::Period { kind, .. }) if *kind != PeriodKind::All => Ok((board, *kind)),
-        _ => Err(ReadError::BadRequest(super::BadParam::new(
+        _ => Err(ReadError::BadRequest(BadParam::new(
             "view",
             format!(
                 "view {} has no periods to list: periods apply to hour, day, week, month and year views",

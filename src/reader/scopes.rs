@@ -1,10 +1,11 @@
 //! Unions of scopes (docs/http-api.md): `scope=a&scope=b` (repeatable) or
 //! `scope=*` reads several scopes of a scoped board as one board, on any of
-//! its views, `last:<N><unit>` included. This module owns what such a
-//! request asks for ([`ScopeUnion`]), its plan (the scope instances' keys
-//! and the result key, [`plan`]) and, for `scope=*`, finding the scopes
-//! from the views' registries when the union is computed ([`resolve`]).
-//! Computing and caching is [`super::union`]'s, as for rolling views.
+//! its views, `last:<N><unit>` included. What such a request asks for is a
+//! [`ScopeUnion`] (in [`super::query`]); this module owns its plan (the scope
+//! instances' keys and the result key, [`plan`]) and, for `scope=*`, finding
+//! the scopes from the views' registries when the union is computed
+//! ([`resolve`]). Computing and caching is [`super::compute`]'s, as for
+//! rolling views.
 //!
 //! The result key is under the board's own hash tag,
 //! `{prefix}:{<board>}:u:<view id>:s:<which>` (`<which>` is `all`, or the
@@ -17,85 +18,17 @@
 
 use std::collections::BTreeSet;
 
-use super::union::{self, UnionPlan};
-use super::{BadParam, ReadError, view_of};
+use super::error::ReadError;
+use super::plan::{Registered, UnionPlan};
+use super::query::ScopeUnion;
+use super::union;
+use super::view::view_of;
 use crate::board::keys;
 use crate::board::model::Board;
 use crate::sink::store::{Store, StoreError};
 
-/// Most scopes one request may list.
-pub const MAX_LISTED_SCOPES: usize = 1_000;
-
 /// Most board keys one union may read (scopes × periods).
 pub const MAX_UNION_KEYS: usize = 50_000;
-
-/// Several scopes of a board read as one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScopeUnion {
-    /// `scope=a&scope=b`: these scopes (at least two, distinct).
-    Listed(Vec<String>),
-    /// `scope=*`: every scope value the view's registry holds.
-    All,
-}
-
-impl ScopeUnion {
-    /// What the values of a repeated `scope` parameter ask for: none, one
-    /// scope, a union of the distinct values listed (in the order given), or
-    /// `*` for every scope. `*` with other values, or more than
-    /// [`MAX_LISTED_SCOPES`] values, is refused.
-    pub fn choose(given: &[&str]) -> Result<(Option<String>, Option<ScopeUnion>), BadParam> {
-        let mut distinct: Vec<&str> = Vec::with_capacity(given.len());
-        for s in given {
-            if !distinct.contains(s) {
-                distinct.push(s);
-            }
-        }
-        match distinct.as_slice() {
-            [] => Ok((None, None)),
-            ["*"] => Ok((None, Some(ScopeUnion::All))),
-            [one] => Ok((Some(one.to_string()), None)),
-            many if many.contains(&"*") => Err(BadParam::new(
-                "scope",
-                "scope=* already stands for every scope; give it alone",
-            )),
-            many if many.len() > MAX_LISTED_SCOPES => Err(BadParam::new(
-                "scope",
-                format!(
-                    "{} scopes are listed; a union takes at most {MAX_LISTED_SCOPES} (or scope=* for all)",
-                    many.len()
-                ),
-            )),
-            many => Ok((
-                None,
-                Some(ScopeUnion::Listed(
-                    many.iter().map(|s| s.to_string()).collect(),
-                )),
-            )),
-        }
-    }
-
-    /// The scopes as a list shows them: the values, or `["*"]`.
-    pub fn shown(&self) -> Vec<String> {
-        match self {
-            ScopeUnion::Listed(s) => s.clone(),
-            ScopeUnion::All => vec!["*".to_string()],
-        }
-    }
-}
-
-/// `scope=*`: where to find the scopes, when the union is computed.
-#[derive(Debug, Clone)]
-pub(crate) struct Registered {
-    prefix: String,
-    board: String,
-    board_slot: bool,
-    /// Most scope values a registry keeps; a registry holding more knows
-    /// it has lost some.
-    keep: u64,
-    /// The view ids combined, each with its registry key.
-    views: Vec<(String, String)>,
-    window: bool,
-}
 
 fn bad_scope(message: impl Into<String>) -> ReadError {
     ReadError::bad("scope", message)
@@ -258,36 +191,5 @@ mod tests {
         let split = digest(&ScopeUnion::Listed(vec!["a".into(), "b".into()]));
         assert_ne!(joined, split, "a newline in a scope is not a separator");
         assert_eq!(digest(&ScopeUnion::All), "all");
-    }
-
-    #[test]
-    fn repeated_scopes_choose_one_a_union_or_all() {
-        let listed = |v: &[&str]| {
-            Some(ScopeUnion::Listed(
-                v.iter().map(|s| s.to_string()).collect(),
-            ))
-        };
-        assert_eq!(ScopeUnion::choose(&[]).unwrap(), (None, None));
-        assert_eq!(
-            ScopeUnion::choose(&["a"]).unwrap(),
-            (Some("a".into()), None)
-        );
-        assert_eq!(
-            ScopeUnion::choose(&["a", "a"]).unwrap(),
-            (Some("a".into()), None)
-        );
-        assert_eq!(
-            ScopeUnion::choose(&["b", "a", "b"]).unwrap(),
-            (None, listed(&["b", "a"]))
-        );
-        assert_eq!(
-            ScopeUnion::choose(&["*"]).unwrap(),
-            (None, Some(ScopeUnion::All))
-        );
-        assert_eq!(ScopeUnion::choose(&["*", "a"]).unwrap_err().param, "scope");
-        let many: Vec<String> = (0..=MAX_LISTED_SCOPES).map(|i| i.to_string()).collect();
-        let many: Vec<&str> = many.iter().map(String::as_str).collect();
-        let e = ScopeUnion::choose(&many).unwrap_err();
-        assert!(e.message.contains("1001 scopes"), "{}", e.message);
     }
 }

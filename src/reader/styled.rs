@@ -10,8 +10,11 @@ use std::collections::HashMap;
 
 use redis::Value;
 
+use super::answer::Entry;
+use super::error::ReadError;
+use super::handle::Reader;
+use super::locate::Located;
 use super::ranks::{self, DENSE_BUDGET, RankStyle, Styler};
-use super::{Entry, Located, ReadError, Reader};
 use crate::board::Order;
 use crate::board::composite;
 use crate::board::keys;

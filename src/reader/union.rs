@@ -1,15 +1,11 @@
 //! Rolling views computed at read time (docs/http-api.md): `last:<N><unit>`, the
 //! union of the N most recent period boards of one instance (board and
 //! scope) up to the current period or the one `period=` names. This module
-//! owns the view grammar and its limits ([`parse`], [`max_n`], [`offered`]),
-//! the plan of one union (its period keys and result key, [`plan`]), and
-//! computing it: one call of `union.lua` that returns at once while the
-//! result is fresh (its marker key lives `[http] union_cache`), else builds
-//! it (`ZUNIONSTORE`, or a per-member union in Lua for tie-break boards),
-//! the result living up to a second longer than its marker so that a read
-//! told "fresh" never finds it gone; concurrent readers of one union in this process
-//! wait for a single call, and readers in the first half of the life of a
-//! result this process built read it without a call ([`Unions`]).
+//! owns the view grammar and its limits ([`parse`], [`max_n`], [`offered`],
+//! and what `GET /v1/boards` says of unions of scopes, [`scope_offer`]) and
+//! the plan of one union (its period keys and result key, [`plan`]).
+//! Computing it, and sharing the result between readers, is
+//! [`super::compute`]'s.
 //!
 //! The result key `{prefix}:{tag}:u:last:<N><unit>:<newest period id>` is
 //! under the instance's hash tag, the slot of its period keys, so a union
@@ -18,37 +14,19 @@
 //! Periods whose keys are gone (expired, or archived and removed) count as
 //! empty: a union covers what is still in Redis.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use redis::Value;
 use serde::Serialize;
-use tokio::sync::OnceCell;
 
-use super::build;
-use super::script::ReadScript;
-use super::{BadParam, ReadError};
+use super::error::{BadParam, ReadError};
+use super::plan::UnionPlan;
+use super::query::MAX_LISTED_SCOPES;
 use crate::board::duration::{DAY_MS, HOUR_MS, Span};
 use crate::board::keys;
 use crate::board::model::{Aggregate, Board, ViewSpec};
 use crate::board::period::{Period, PeriodKind, parse_period_id, period_of};
-use crate::sink::store::{Store, StoreError};
-
-/// The union script.
-pub const UNION_LUA: &str = include_str!("union.lua");
 
 /// Most periods one union covers when the board keeps that period kind
 /// forever (no retention): about 13 months of days, 16 days of hours.
 pub const MAX_UNION_PERIODS: u32 = 400;
-
-/// Default time to live of a union's result (`[http] union_cache`).
-pub const DEFAULT_UNION_CACHE_MS: i64 = 1_000;
-
-/// How much longer than `union_cache` a result outlives its freshness
-/// marker (at most its own TTL): time enough for a read that was told the
-/// result is fresh to read it.
-const MAX_GRACE_MS: i64 = 1_000;
 
 /// The unit letters of `last:<N><unit>`, and the period kind each reads.
 const UNITS: [(&str, PeriodKind); 5] = [
@@ -74,7 +52,7 @@ pub struct ScopeUnionOffer {
 /// The unions of scopes `board` offers, if any.
 pub fn scope_offer(board: &Board) -> Option<ScopeUnionOffer> {
     (board.scope.is_some() && unsupported(board).is_none()).then_some(ScopeUnionOffer {
-        max_listed: super::scopes::MAX_LISTED_SCOPES,
+        max_listed: MAX_LISTED_SCOPES,
         registry: board.scope_registry,
         scope_slot: if board.board_slot { "board" } else { "scope" },
     })
@@ -86,31 +64,6 @@ pub struct UnionOffer {
     /// `last:<N>d`: any N from 1 to `max_n`.
     pub view: String,
     pub max_n: u32,
-}
-
-/// One union to compute: where its inputs and its result live.
-#[derive(Debug, Clone)]
-pub(super) struct UnionPlan {
-    /// The result sorted set (the key every read of the view uses).
-    pub result: String,
-    /// Its tie time hash (tie-break boards; else unused).
-    pub times: String,
-    /// Exists while the result is fresh (lives `union_cache`; the result
-    /// a grace longer).
-    pub fresh: String,
-    /// The boards to combine: period boards newest first, then scope by
-    /// scope for a union of scopes.
-    pub sources: Vec<String>,
-    /// `scope=*`: the sources are every registered scope of these views,
-    /// found when the union is computed ([`super::scopes`]).
-    pub registered: Option<super::scopes::Registered>,
-    /// Window instances (tags) to trim to the reader's clock first.
-    pub trims: Vec<String>,
-    /// Whether the sources lie in several cluster slots (a union of scopes
-    /// of a board in the default layout): refused on a Redis Cluster.
-    pub cross_slot: bool,
-    pub aggregate: &'static str,
-    pub tie: &'static str,
 }
 
 fn unit_of(kind: PeriodKind) -> &'static str {
@@ -276,27 +229,6 @@ pub(super) fn range(
     Ok((views, newest.id))
 }
 
-impl UnionPlan {
-    /// A union of `sources` into `result`, with the board's aggregate.
-    pub(super) fn new(board: &Board, result: String, sources: Vec<String>) -> UnionPlan {
-        UnionPlan {
-            times: keys::helper(&result, "t"),
-            fresh: keys::helper(&result, "fresh"),
-            result,
-            sources,
-            registered: None,
-            trims: Vec::new(),
-            cross_slot: false,
-            aggregate: match board.aggregate {
-                Aggregate::Max => "max",
-                Aggregate::Min => "min",
-                Aggregate::Sum | Aggregate::Last => "sum",
-            },
-            tie: board.tie_key.code(),
-        }
-    }
-}
-
 /// The board's views and the rolling views it offers, for the 404 of an
 /// unknown view.
 pub(super) fn known_views(board: &Board) -> String {
@@ -328,172 +260,6 @@ fn periods_back(newest: &Period, n: u32, board: &Board) -> Vec<Period> {
         p = before;
     }
     out
-}
-
-/// One union's computation in this process: empty while it runs; then,
-/// if this call built the result key, until when the result is surely
-/// still there (so later readers skip even the script's `EXISTS`).
-type Flight = Arc<OnceCell<Option<Instant>>>;
-
-/// Most unions remembered before those no longer fresh are dropped.
-const MAX_FLIGHTS: usize = 1_024;
-
-/// The unions being computed (or fresh) in this process, by result key,
-/// and the time to live of a result. Cloning shares the map.
-#[derive(Clone)]
-pub struct Unions {
-    ttl_ms: i64,
-    /// Most entries a union computes in one script call (None: the
-    /// defaults of [`super::build`]); larger ones are built in slices.
-    inline_max: Option<u64>,
-    flights: Arc<Mutex<HashMap<String, Flight>>>,
-}
-
-impl Default for Unions {
-    fn default() -> Self {
-        Unions::new(DEFAULT_UNION_CACHE_MS)
-    }
-}
-
-/// Whether a flight is still of use: running, or done and fresh.
-fn live(flight: &Flight, now: Instant) -> bool {
-    match flight.get() {
-        None => true,
-        Some(fresh) => fresh.is_some_and(|until| until > now),
-    }
-}
-
-impl Unions {
-    /// `ttl_ms`: `[http] union_cache`.
-    pub fn new(ttl_ms: i64) -> Unions {
-        Unions {
-            ttl_ms: ttl_ms.max(1),
-            inline_max: None,
-            flights: Arc::default(),
-        }
-    }
-
-    /// The same, computing in one script call only unions of at most
-    /// `entries` entries (tests and benchmarks of the sliced build).
-    pub fn with_inline_max(mut self, entries: u64) -> Unions {
-        self.inline_max = Some(entries);
-        self
-    }
-
-    /// The flight of `key` to join: the one running or fresh, else a new one.
-    fn flight(&self, key: &str) -> Flight {
-        let now = Instant::now();
-        let mut map = match self.flights.lock() {
-            Ok(m) => m,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if map.len() >= MAX_FLIGHTS {
-            map.retain(|_, f| live(f, now));
-        }
-        match map.get(key) {
-            Some(f) if live(f, now) => f.clone(),
-            _ => {
-                let f = Flight::default();
-                map.insert(key.to_string(), f.clone());
-                f
-            }
-        }
-    }
-
-    /// Makes sure the plan's result key exists (unless the union is
-    /// empty). Readers that arrive while another computes it wait for that
-    /// one call (if it fails, the next waiter tries again); readers within
-    /// half the time to live of a result this process built use it at once:
-    /// the key was set to live the whole TTL before the call returned.
-    /// `trim` names the board and clock for trimming window sources first.
-    pub(super) async fn ensure(
-        &self,
-        store: &Store,
-        plan: &UnionPlan,
-        trim: Trim<'_>,
-    ) -> Result<(), ReadError> {
-        let flight = self.flight(&plan.result);
-        flight
-            .get_or_try_init(|| async {
-                let sent = Instant::now();
-                let built = self.compute(store, plan, trim).await?;
-                let half = Duration::from_millis(self.ttl_ms.unsigned_abs() / 2);
-                Ok::<_, ReadError>(built.then(|| sent + half))
-            })
-            .await?;
-        Ok(())
-    }
-
-    /// Finds the sources (the registries of `scope=*`), trims window
-    /// sources to the clock, and runs the union script; whether it built a
-    /// (non-empty) result.
-    async fn compute(
-        &self,
-        store: &Store,
-        plan: &UnionPlan,
-        trim: Trim<'_>,
-    ) -> Result<bool, ReadError> {
-        let (sources, trims) = super::scopes::resolve(store, plan).await?;
-        if !trims.is_empty() {
-            let instances: Vec<(usize, String)> =
-                trims.into_iter().map(|t| (trim.board_index, t)).collect();
-            crate::sink::trim::trim_instances(store, trim.boards, &instances, trim.now_ms).await?;
-        }
-        let (fresh, entries) = build::survey(store, plan, &sources).await?;
-        if fresh {
-            return Ok(false);
-        }
-        let grace = self.ttl_ms.min(MAX_GRACE_MS);
-        if build::too_big_for_one_call(plan, entries, self.inline_max) {
-            let members = build::build(store, plan, &sources, (self.ttl_ms, grace)).await?;
-            tracing::debug!(
-                key = %plan.result,
-                sources = sources.len(),
-                entries,
-                members,
-                "Built a large union view in slices."
-            );
-            return Ok(members > 0);
-        }
-        let mut keys: Vec<&str> = vec![&plan.result, &plan.times, &plan.fresh];
-        keys.extend(sources.iter().map(String::as_str));
-        let args = [
-            plan.aggregate.to_string(),
-            plan.tie.to_string(),
-            self.ttl_ms.to_string(),
-            grace.to_string(),
-        ];
-        let reply = eval(store, &keys, &args).await?;
-        let made: i64 = redis::from_redis_value(reply)
-            .map_err(|e| StoreError::Protocol(format!("union script reply: {e}")))?;
-        if made > 0 {
-            tracing::debug!(
-                key = %plan.result,
-                sources = sources.len(),
-                members = made - 1,
-                ttl_ms = self.ttl_ms,
-                "Computed a union view from its boards."
-            );
-        }
-        Ok(made > 1)
-    }
-}
-
-/// What trimming a union's window sources needs: the boards, the board's
-/// index, and the reader's clock.
-#[derive(Clone, Copy)]
-pub(super) struct Trim<'a> {
-    pub boards: &'a crate::board::BoardSet,
-    pub board_index: usize,
-    pub now_ms: i64,
-}
-
-static SCRIPT: ReadScript = ReadScript::new("union", UNION_LUA);
-
-/// One `EVALSHA` of the union script (plus a `SCRIPT LOAD` the first time,
-/// or when Redis restarted and forgot it).
-async fn eval(store: &Store, keys: &[&str], args: &[String]) -> Result<Value, StoreError> {
-    SCRIPT.eval(store, keys, args).await
 }
 
 #[cfg(test)]
@@ -646,23 +412,5 @@ periods = ["day"]
         assert!(
             ids(2, Some("2026-13-01"), (2, PeriodKind::Day)).is_err_and(|e| e.contains("period"))
         );
-    }
-
-    #[test]
-    fn the_script_calls_only_commands_rankflow_is_granted() {
-        let granted: Vec<&str> = crate::sink::store::ACL_RULES
-            .split_whitespace()
-            .filter_map(|r| r.strip_prefix('+'))
-            .collect();
-        let mut n = 0;
-        for call in UNION_LUA.split("redis.call(\"").skip(1) {
-            let name = call.split('"').next().unwrap_or_default();
-            assert!(
-                granted.contains(&name.to_ascii_lowercase().as_str()),
-                "{name} is not granted"
-            );
-            n += 1;
-        }
-        assert!(n >= 6, "only {n} calls found");
     }
 }

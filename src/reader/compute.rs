@@ -1,0 +1,222 @@
+//! Computing a union (a rolling view, `union`, or a union of scopes,
+//! `scopes`) when it is read: one call of `union.lua` that returns at once
+//! while the result is fresh (its marker key lives `[http] union_cache`),
+//! else builds it (`ZUNIONSTORE`, or a per-member union in Lua for
+//! tie-break boards; a large one in slices, `build`), the result living up
+//! to a second longer than its marker so that a read told "fresh" never
+//! finds it gone; concurrent readers of one union in this process wait for
+//! a single call, and readers in the first half of the life of a result
+//! this process built read it without a call ([`Unions`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::Value;
+use tokio::sync::OnceCell;
+
+use super::build;
+use super::error::ReadError;
+use super::plan::UnionPlan;
+use super::script::ReadScript;
+use crate::sink::store::{Store, StoreError};
+
+/// The union script.
+pub const UNION_LUA: &str = include_str!("union.lua");
+
+/// Default time to live of a union's result (`[http] union_cache`).
+pub const DEFAULT_UNION_CACHE_MS: i64 = 1_000;
+
+/// How much longer than `union_cache` a result outlives its freshness
+/// marker (at most its own TTL): time enough for a read that was told the
+/// result is fresh to read it.
+const MAX_GRACE_MS: i64 = 1_000;
+
+/// One union's computation in this process: empty while it runs; then,
+/// if this call built the result key, until when the result is surely
+/// still there (so later readers skip even the script's `EXISTS`).
+type Flight = Arc<OnceCell<Option<Instant>>>;
+
+/// Most unions remembered before those no longer fresh are dropped.
+const MAX_FLIGHTS: usize = 1_024;
+
+/// The unions being computed (or fresh) in this process, by result key,
+/// and the time to live of a result. Cloning shares the map.
+#[derive(Clone)]
+pub struct Unions {
+    ttl_ms: i64,
+    /// Most entries a union computes in one script call (None: the
+    /// defaults of [`super::build`]); larger ones are built in slices.
+    inline_max: Option<u64>,
+    flights: Arc<Mutex<HashMap<String, Flight>>>,
+}
+
+impl Default for Unions {
+    fn default() -> Self {
+        Unions::new(DEFAULT_UNION_CACHE_MS)
+    }
+}
+
+/// Whether a flight is still of use: running, or done and fresh.
+fn live(flight: &Flight, now: Instant) -> bool {
+    match flight.get() {
+        None => true,
+        Some(fresh) => fresh.is_some_and(|until| until > now),
+    }
+}
+
+impl Unions {
+    /// `ttl_ms`: `[http] union_cache`.
+    pub fn new(ttl_ms: i64) -> Unions {
+        Unions {
+            ttl_ms: ttl_ms.max(1),
+            inline_max: None,
+            flights: Arc::default(),
+        }
+    }
+
+    /// The same, computing in one script call only unions of at most
+    /// `entries` entries (tests and benchmarks of the sliced build).
+    pub fn with_inline_max(mut self, entries: u64) -> Unions {
+        self.inline_max = Some(entries);
+        self
+    }
+
+    /// The flight of `key` to join: the one running or fresh, else a new one.
+    fn flight(&self, key: &str) -> Flight {
+        let now = Instant::now();
+        let mut map = match self.flights.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if map.len() >= MAX_FLIGHTS {
+            map.retain(|_, f| live(f, now));
+        }
+        match map.get(key) {
+            Some(f) if live(f, now) => f.clone(),
+            _ => {
+                let f = Flight::default();
+                map.insert(key.to_string(), f.clone());
+                f
+            }
+        }
+    }
+
+    /// Makes sure the plan's result key exists (unless the union is
+    /// empty). Readers that arrive while another computes it wait for that
+    /// one call (if it fails, the next waiter tries again); readers within
+    /// half the time to live of a result this process built use it at once:
+    /// the key was set to live the whole TTL before the call returned.
+    /// `trim` names the board and clock for trimming window sources first.
+    pub(super) async fn ensure(
+        &self,
+        store: &Store,
+        plan: &UnionPlan,
+        trim: Trim<'_>,
+    ) -> Result<(), ReadError> {
+        let flight = self.flight(&plan.result);
+        flight
+            .get_or_try_init(|| async {
+                let sent = Instant::now();
+                let built = self.compute(store, plan, trim).await?;
+                let half = Duration::from_millis(self.ttl_ms.unsigned_abs() / 2);
+                Ok::<_, ReadError>(built.then(|| sent + half))
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Finds the sources (the registries of `scope=*`), trims window
+    /// sources to the clock, and runs the union script; whether it built a
+    /// (non-empty) result.
+    async fn compute(
+        &self,
+        store: &Store,
+        plan: &UnionPlan,
+        trim: Trim<'_>,
+    ) -> Result<bool, ReadError> {
+        let (sources, trims) = super::scopes::resolve(store, plan).await?;
+        if !trims.is_empty() {
+            let instances: Vec<(usize, String)> =
+                trims.into_iter().map(|t| (trim.board_index, t)).collect();
+            crate::sink::trim::trim_instances(store, trim.boards, &instances, trim.now_ms).await?;
+        }
+        let (fresh, entries) = build::survey(store, plan, &sources).await?;
+        if fresh {
+            return Ok(false);
+        }
+        let grace = self.ttl_ms.min(MAX_GRACE_MS);
+        if build::too_big_for_one_call(plan, entries, self.inline_max) {
+            let members = build::build(store, plan, &sources, (self.ttl_ms, grace)).await?;
+            tracing::debug!(
+                key = %plan.result,
+                sources = sources.len(),
+                entries,
+                members,
+                "Built a large union view in slices."
+            );
+            return Ok(members > 0);
+        }
+        let mut keys: Vec<&str> = vec![&plan.result, &plan.times, &plan.fresh];
+        keys.extend(sources.iter().map(String::as_str));
+        let args = [
+            plan.aggregate.to_string(),
+            plan.tie.to_string(),
+            self.ttl_ms.to_string(),
+            grace.to_string(),
+        ];
+        let reply = eval(store, &keys, &args).await?;
+        let made: i64 = redis::from_redis_value(reply)
+            .map_err(|e| StoreError::Protocol(format!("union script reply: {e}")))?;
+        if made > 0 {
+            tracing::debug!(
+                key = %plan.result,
+                sources = sources.len(),
+                members = made - 1,
+                ttl_ms = self.ttl_ms,
+                "Computed a union view from its boards."
+            );
+        }
+        Ok(made > 1)
+    }
+}
+
+/// What trimming a union's window sources needs: the boards, the board's
+/// index, and the reader's clock.
+#[derive(Clone, Copy)]
+pub(super) struct Trim<'a> {
+    pub boards: &'a crate::board::BoardSet,
+    pub board_index: usize,
+    pub now_ms: i64,
+}
+
+static SCRIPT: ReadScript = ReadScript::new("union", UNION_LUA);
+
+/// One `EVALSHA` of the union script (plus a `SCRIPT LOAD` the first time,
+/// or when Redis restarted and forgot it).
+async fn eval(store: &Store, keys: &[&str], args: &[String]) -> Result<Value, StoreError> {
+    SCRIPT.eval(store, keys, args).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_calls_only_commands_rankflow_is_granted() {
+        let granted: Vec<&str> = crate::sink::store::ACL_RULES
+            .split_whitespace()
+            .filter_map(|r| r.strip_prefix('+'))
+            .collect();
+        let mut n = 0;
+        for call in UNION_LUA.split("redis.call(\"").skip(1) {
+            let name = call.split('"').next().unwrap_or_default();
+            assert!(
+                granted.contains(&name.to_ascii_lowercase().as_str()),
+                "{name} is not granted"
+            );
+            n += 1;
+        }
+        assert!(n >= 6, "only {n} calls found");
+    }
+}

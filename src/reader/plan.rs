@@ -1,0 +1,68 @@
+//! One union to compute ([`UnionPlan`]): the boards it combines, its result
+//! key, freshness marker and aggregate, and for `scope=*` where to find the
+//! scopes when it is computed ([`Registered`]). Made by the plans of rolling
+//! views (`union`) and of unions of scopes (`scopes`), read by computing
+//! (`compute`, `build`) and by locating a read (`locate`).
+
+use crate::board::keys;
+use crate::board::model::{Aggregate, Board};
+
+/// One union to compute: where its inputs and its result live.
+#[derive(Debug, Clone)]
+pub(super) struct UnionPlan {
+    /// The result sorted set (the key every read of the view uses).
+    pub result: String,
+    /// Its tie time hash (tie-break boards; else unused).
+    pub times: String,
+    /// Exists while the result is fresh (lives `union_cache`; the result
+    /// a grace longer).
+    pub fresh: String,
+    /// The boards to combine: period boards newest first, then scope by
+    /// scope for a union of scopes.
+    pub sources: Vec<String>,
+    /// `scope=*`: the sources are every registered scope of these views,
+    /// found when the union is computed ([`super::scopes`]).
+    pub registered: Option<Registered>,
+    /// Window instances (tags) to trim to the reader's clock first.
+    pub trims: Vec<String>,
+    /// Whether the sources lie in several cluster slots (a union of scopes
+    /// of a board in the default layout): refused on a Redis Cluster.
+    pub cross_slot: bool,
+    pub aggregate: &'static str,
+    pub tie: &'static str,
+}
+
+impl UnionPlan {
+    /// A union of `sources` into `result`, with the board's aggregate.
+    pub(super) fn new(board: &Board, result: String, sources: Vec<String>) -> UnionPlan {
+        UnionPlan {
+            times: keys::helper(&result, "t"),
+            fresh: keys::helper(&result, "fresh"),
+            result,
+            sources,
+            registered: None,
+            trims: Vec::new(),
+            cross_slot: false,
+            aggregate: match board.aggregate {
+                Aggregate::Max => "max",
+                Aggregate::Min => "min",
+                Aggregate::Sum | Aggregate::Last => "sum",
+            },
+            tie: board.tie_key.code(),
+        }
+    }
+}
+
+/// `scope=*`: where to find the scopes, when the union is computed.
+#[derive(Debug, Clone)]
+pub(crate) struct Registered {
+    pub(super) prefix: String,
+    pub(super) board: String,
+    pub(super) board_slot: bool,
+    /// Most scope values a registry keeps; a registry holding more knows
+    /// it has lost some.
+    pub(super) keep: u64,
+    /// The view ids combined, each with its registry key.
+    pub(super) views: Vec<(String, String)>,
+    pub(super) window: bool,
+}
