@@ -2,6 +2,11 @@
 //! `/metrics`, all on one port. Handlers translate; the reading itself is in
 //! [`crate::reader`], the query parameters are checked in [`params`].
 //!
+//! This file holds the routes and their handlers; what they share is in leaf
+//! modules that import nothing from it: [`ApiState`] and the reader it holds
+//! in [`state`], [`ApiError`] in [`error`], the JSON-erroring extractors in
+//! [`extract`].
+//!
 //! Every read of ranks takes `rank=ordinal|competition|dense` (docs/http-api.md),
 //! and `.../members?ids=a,b,c` (or `POST .../members` with a JSON list of
 //! ids) reads a list of members at once (a friends board).
@@ -21,47 +26,34 @@
 //! and for a past period that never had events, 405 for a method a route
 //! does not take, 503 (with `Retry-After`) while Redis or the archive is not
 //! reachable, 500 when the archive refuses a read (an operator must look). axum's own extractor rejections are plain text,
-//! so the query string and path go through [`QueryPairs`] and [`Segments`].
+//! so the query string and path go through [`QueryPairs`] and [`Segments`] ([`extract`]).
 
+mod error;
+mod extract;
 mod params;
+mod state;
 mod stream;
 mod web;
 
-use std::sync::{Arc, OnceLock};
-
 use axum::body::Bytes;
-use axum::extract::{FromRequestParts, Path, Query, State};
-use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::extract::State;
+use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
-use crate::board::BoardSet;
 use crate::board::model::ViewSpec;
 use crate::board::period::{PeriodKind, next_reset, period_of};
-use crate::clock::SharedClock;
-use crate::health::Health;
-use crate::reader::{self, BadParam, ReadError, Reader};
-use params::{Params, Route};
-pub use stream::StreamHub;
+use crate::reader::{self, BadParam};
+use extract::{QueryPairs, Segments};
+use params::{Params, Route, query};
+use state::reader_for;
 
-/// Shared by all handlers.
-#[derive(Clone)]
-pub struct ApiState {
-    pub boards: Arc<BoardSet>,
-    pub clock: SharedClock,
-    pub health: Arc<Health>,
-    pub metrics: PrometheusHandle,
-    /// Set once Redis is connected; reads answer 503 before that.
-    pub reader: Arc<OnceLock<Reader>>,
-    /// The pollers of live views and the cap on open streams.
-    pub streams: Arc<StreamHub>,
-}
+pub use error::ApiError;
+pub use state::ApiState;
+pub use stream::StreamHub;
 
 pub fn router(state: ApiState) -> Router {
     Router::new()
@@ -221,136 +213,6 @@ async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "boards": boards }))
 }
 
-fn query(board: String, view: String, p: Params) -> reader::Query {
-    reader::Query {
-        board,
-        view,
-        scope: p.scope,
-        scope_union: p.scope_union,
-        period: p.period,
-    }
-}
-
-/// An error answer: its status and a JSON body.
-#[derive(Debug, Clone)]
-pub struct ApiError {
-    status: StatusCode,
-    body: ErrorBody,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct ErrorBody {
-    error: String,
-    /// The query parameter at fault, as the client spelled it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parameter: Option<String>,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, error: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            body: ErrorBody {
-                error: error.into(),
-                parameter: None,
-            },
-        }
-    }
-}
-
-impl From<BadParam> for ApiError {
-    fn from(e: BadParam) -> ApiError {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            body: ErrorBody {
-                error: e.message,
-                parameter: Some(e.param),
-            },
-        }
-    }
-}
-
-impl From<ReadError> for ApiError {
-    fn from(e: ReadError) -> ApiError {
-        let status = match e {
-            ReadError::BadRequest(bad) => return bad.into(),
-            ReadError::UnknownBoard(_)
-            | ReadError::UnknownView { .. }
-            | ReadError::MemberNotFound { .. }
-            | ReadError::NoEvents { .. } => StatusCode::NOT_FOUND,
-            ReadError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
-            ReadError::Store(ref store) => {
-                tracing::warn!(error = %store, "A board read failed in Redis; answering 503.");
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            ReadError::Archive(ref archive) if archive.is_retriable() => {
-                tracing::warn!(error = %archive, "A read of an archived period failed; answering 503.");
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            ReadError::Archive(ref archive) => {
-                tracing::error!(error = %archive, "The archive refused a read; answering 500.");
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-        };
-        ApiError::new(status, e.to_string())
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut response = (self.status, Json(self.body)).into_response();
-        // A 503 here is temporary (Redis not reached yet, or an outage of
-        // Redis or the archive):
-        // tell well-behaved clients when to come back rather than hammer.
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        response
-    }
-}
-
-/// The query string as decoded `name=value` pairs, in order; a malformed one
-/// is a JSON 400 rather than axum's plain-text rejection.
-struct QueryPairs(Vec<(String, String)>);
-
-impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        Query::<Vec<(String, String)>>::from_request_parts(parts, state)
-            .await
-            .map(|Query(pairs)| QueryPairs(pairs))
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("malformed query string: {}", e.body_text()),
-                )
-            })
-    }
-}
-
-/// Path segments (board, view, member); one that does not decode (bad
-/// percent-encoding, not UTF-8) is a JSON 400.
-struct Segments<T>(T);
-
-impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Segments<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Path(t)| Segments(t))
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("malformed path: {}", e.body_text()),
-                )
-            })
-    }
-}
-
 async fn no_route(method: Method, uri: Uri) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -380,19 +242,6 @@ async fn wrong_method(method: Method, uri: Uri) -> ApiError {
             }
         ),
     )
-}
-
-/// The reader, once Redis is connected. Before that, a query that could
-/// never be served is still refused for what it is (400, 404) rather than
-/// with a 503 that invites the client to retry it.
-fn reader_for<'s>(s: &'s ApiState, q: &reader::Query) -> Result<&'s Reader, ApiError> {
-    match s.reader.get() {
-        Some(r) => Ok(r),
-        None => {
-            reader::check(&s.boards, s.clock.now_ms(), q)?;
-            Err(ReadError::NotReady.into())
-        }
-    }
 }
 
 async fn top(

@@ -1,6 +1,8 @@
 //! The query parameters of the read routes (docs/http-api.md): which route takes
 //! which parameter, and turning the raw `name=value` pairs into checked,
-//! typed values or a [`BadParam`] that names the offending parameter.
+//! typed values or a [`BadParam`] that names the offending parameter; then
+//! the reader's [`reader::Query`] of a route's board, view, scope and period
+//! ([`query`]).
 //!
 //! Everything a client can get wrong in a query string is caught here, so a
 //! bad request is a 400 with a JSON body before any Redis work: a count that
@@ -14,7 +16,7 @@
 //! its arm is `p.rank = Some(choice(name, raw)?)`.
 
 use crate::reader::{
-    BadParam, MAX_LIMIT, MAX_OFFSET, MAX_RADIUS, RankStyle, ScopeUnion, out_of_range,
+    self, BadParam, MAX_LIMIT, MAX_OFFSET, MAX_RADIUS, RankStyle, ScopeUnion, out_of_range,
 };
 
 /// Every parameter any read route takes, for telling "unknown" from "not
@@ -211,6 +213,18 @@ pub(crate) fn choice<T: Choice>(name: &str, raw: &str) -> Result<T, BadParam> {
                 format!("{name} must be one of {}, got {raw:?}", accepted.join(", ")),
             )
         })
+}
+
+/// The reader's query for `board` and `view` with the scope and period of
+/// `p` (the counts and the rank style are the route's to take first).
+pub(super) fn query(board: String, view: String, p: Params) -> reader::Query {
+    reader::Query {
+        board,
+        view,
+        scope: p.scope,
+        scope_union: p.scope_union,
+        period: p.period,
+    }
 }
 
 #[cfg(test)]

@@ -38,8 +38,10 @@ use tokio::sync::watch;
 
 pub use hub::StreamHub;
 
-use super::params::{Params, Route};
-use super::{ApiError, ApiState, QueryPairs, Segments, query, reader_for};
+use super::error::ApiError;
+use super::extract::{QueryPairs, Segments};
+use super::params::{Params, Route, query};
+use super::state::{ApiState, reader_for};
 use hub::{Permit, Poll, Snapshot, State as ViewState};
 use views::{MemberView, TopView};
 

@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::ApiState;
+use super::state::ApiState;
 
 /// One file of the page.
 struct Asset {

@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
-use crate::api::ApiError;
+use crate::api::error::ApiError;
 use crate::telemetry::events::{StreamPushed, StreamsOpen};
 
 /// How often a poller reads its view: the "at most every 250 ms" of live

@@ -15,7 +15,7 @@
 use serde::Serialize;
 
 use super::hub::{Change, Poll};
-use crate::api::ApiError;
+use crate::api::error::ApiError;
 use crate::reader::{self, Entry, List, MemberEntry, RankStyle, ReadError, Reader, Source};
 
 /// Ranks read on each side of a streamed member.
