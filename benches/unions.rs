@@ -208,13 +208,7 @@ fn reference_top10(week: &[(NaiveDate, Day)]) -> Vec<i64> {
 /// A rankflow HTTP server over `d`'s boards computing unions with `unions`.
 async fn serve(d: &Direct, unions: Unions) -> String {
     let clock: SharedClock = Arc::new(d.clock.clone());
-    let reader = Reader {
-        boards: d.boards.clone(),
-        store: d.store.clone(),
-        clock,
-        archive: None,
-        unions,
-    };
+    let reader = Reader::new(d.boards.clone(), d.store.clone(), clock, None).with_unions(unions);
     let slot = Arc::new(OnceLock::new());
     let _ = slot.set(reader);
     d.serve(slot).await

@@ -255,13 +255,10 @@ pub async fn run(
     )?;
     if let (Some(store), true) = (redis, kafka_ready) {
         let archiver = spawn_archiver(&config, &boards, &store, &clock, shutdown.clone())?;
-        let _ = reader_slot.set(Reader {
-            boards,
-            store: store.clone(),
-            clock,
-            archive,
-            unions: crate::reader::Unions::new(config.http.union_cache.ms()),
-        });
+        let _ = reader_slot.set(
+            Reader::new(boards, store.clone(), clock, archive)
+                .with_unions(crate::reader::Unions::new(config.http.union_cache.ms())),
+        );
         consume(&config, parts, store, shutdown).await?;
         if let Some(archiver) = archiver {
             let _ = archiver.await;

@@ -181,13 +181,8 @@ async fn top(args: TopArgs, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Some(Err(e)) => return Ok(fault(config, e)),
         found => found.and_then(Result::ok),
     };
-    let reader = Reader {
-        boards,
-        store,
-        clock,
-        archive,
-        unions: rankflow::reader::Unions::new(cfg.http.union_cache.ms()),
-    };
+    let reader = Reader::new(boards, store, clock, archive)
+        .with_unions(rankflow::reader::Unions::new(cfg.http.union_cache.ms()));
     let given: Vec<&str> = args.scope.iter().map(String::as_str).collect();
     let (scope, scope_union) = match rankflow::reader::ScopeUnion::choose(&given) {
         Ok(choice) => choice,

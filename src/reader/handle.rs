@@ -1,5 +1,6 @@
 //! The reader itself ([`Reader`]): what every read needs (the boards, the
-//! store, the clock, the archive and the cache of unions). The reads are
+//! store, the clock, the archive and the cache of unions), and the one way
+//! to make one ([`Reader::new`], [`Reader::with_unions`]). The reads are
 //! `impl Reader` blocks beside it: pages and members in `reads`, styled
 //! ranks in `styled`, the list of periods in `periods`.
 
@@ -14,12 +15,43 @@ use crate::sink::store::Store;
 /// Reads boards from Redis, and closed periods from the archive.
 #[derive(Clone)]
 pub struct Reader {
-    pub boards: Arc<BoardSet>,
-    pub store: Store,
+    pub(super) boards: Arc<BoardSet>,
+    pub(super) store: Store,
+    /// Public for callers that show the time of a read (`rankflow top
+    /// --watch`).
     pub clock: SharedClock,
     /// The archive (`[archive] url`), for periods no longer in Redis.
+    /// Public so that a reader can be pointed at one after it is made.
     pub archive: Option<ArchiveReader>,
     /// Rolling views being computed, and how long a result is reused
     /// (`[http] union_cache`).
-    pub unions: Unions,
+    pub(super) unions: Unions,
+}
+
+impl Reader {
+    /// A reader of `boards` in `store` on `clock`, falling back to
+    /// `archive` (if any) for periods no longer in Redis; unions are
+    /// cached for the default `[http] union_cache`
+    /// ([`super::compute::DEFAULT_UNION_CACHE_MS`]).
+    pub fn new(
+        boards: Arc<BoardSet>,
+        store: Store,
+        clock: SharedClock,
+        archive: Option<ArchiveReader>,
+    ) -> Reader {
+        Reader {
+            boards,
+            store,
+            clock,
+            archive,
+            unions: Unions::default(),
+        }
+    }
+
+    /// The same reader computing unions with `unions` (its cache time,
+    /// `[http] union_cache`, and its slicing).
+    pub fn with_unions(mut self, unions: Unions) -> Reader {
+        self.unions = unions;
+        self
+    }
 }

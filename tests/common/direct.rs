@@ -162,12 +162,6 @@ impl Direct {
 
     pub fn reader(&self) -> Reader {
         let clock: SharedClock = Arc::new(self.clock.clone());
-        Reader {
-            boards: self.boards.clone(),
-            store: self.store.clone(),
-            clock,
-            archive: None,
-            unions: Default::default(),
-        }
+        Reader::new(self.boards.clone(), self.store.clone(), clock, None)
     }
 }

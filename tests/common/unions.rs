@@ -162,13 +162,7 @@ pub fn list_rows(list: &List) -> Vec<(String, i64)> {
 /// A reader of `d`'s boards on its clock, unions cached `ttl_ms`.
 pub fn reader(d: &Direct, ttl_ms: i64) -> Reader {
     let clock: SharedClock = Arc::new(d.clock.clone());
-    Reader {
-        boards: d.boards.clone(),
-        store: d.store.clone(),
-        clock,
-        archive: None,
-        unions: Unions::new(ttl_ms),
-    }
+    Reader::new(d.boards.clone(), d.store.clone(), clock, None).with_unions(Unions::new(ttl_ms))
 }
 
 /// The HTTP API over `d`'s boards, unions cached `ttl_ms`; its base URL.
@@ -179,9 +173,6 @@ pub async fn serve(d: &Direct, ttl_ms: i64) -> String {
 /// The same with `unions` as given (e.g. always built in slices).
 pub async fn serve_with(d: &Direct, unions: Unions) -> String {
     let slot = Arc::new(OnceLock::new());
-    let _ = slot.set(Reader {
-        unions,
-        ..reader(d, 1_000)
-    });
+    let _ = slot.set(reader(d, 1_000).with_unions(unions));
     d.serve(slot).await
 }
