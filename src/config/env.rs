@@ -3,7 +3,7 @@
 //! table before it is deserialized, so an override is typed and checked
 //! exactly like the file.
 
-use super::ConfigError;
+use super::error::ConfigError;
 
 /// Environment variables with the `RANKFLOW_` prefix that are not settings.
 const NON_SETTING_VARS: &[&str] = &["RANKFLOW_CONFIG", "RANKFLOW_LOG", "RANKFLOW_LOG_FORMAT"];

@@ -15,58 +15,16 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::board::{BoardError, BoardSet, BoardSpec, Globals};
+use crate::board::{BoardSet, BoardSpec, Globals};
 
 mod env;
+mod error;
 pub mod redact;
 mod validate;
 pub mod values;
 
+pub use error::ConfigError;
 pub use values::{FixedSpan, Millis, TimeZone};
-
-/// Everything that can be wrong with the configuration; each message says
-/// where (file and line, environment variable, setting, or board and field).
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {source}")]
-    Parse {
-        path: PathBuf,
-        source: Box<toml::de::Error>,
-    },
-    #[error("environment variable {var}: {message}")]
-    Env { var: String, message: String },
-    #[error("{location}: {message}")]
-    Invalid { location: String, message: String },
-}
-
-impl ConfigError {
-    pub fn invalid(location: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError::Invalid {
-            location: location.into(),
-            message: message.into(),
-        }
-    }
-
-    /// For a setting: `setting `redis.url`: ...`.
-    pub fn setting(key: &str, message: impl Into<String>) -> Self {
-        ConfigError::invalid(format!("setting `{key}`"), message)
-    }
-}
-
-impl From<BoardError> for ConfigError {
-    fn from(e: BoardError) -> Self {
-        match e {
-            BoardError::Invalid { location, message } => ConfigError::Invalid { location, message },
-            e @ BoardError::KeyPrefix(_) => ConfigError::setting("redis.key_prefix", e.to_string()),
-            e @ BoardError::NoBoards => ConfigError::invalid("[[board]]", e.to_string()),
-        }
-    }
-}
 
 /// The whole file. Unknown keys anywhere are rejected (`deny_unknown_fields`)
 /// so that a typo cannot silently fall back to a default.

@@ -8,7 +8,8 @@ use std::collections::HashSet;
 
 use redis::IntoConnectionInfo;
 
-use super::{Config, ConfigError, redact};
+use super::error::ConfigError;
+use super::{Config, redact};
 
 /// URL schemes rankflow connects with: plain TCP, TLS, and a Unix socket.
 pub const REDIS_SCHEMES: &[&str] = &["redis", "rediss", "unix", "redis+unix"];
