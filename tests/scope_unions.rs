@@ -23,90 +23,67 @@ use serde_json::{Value, json};
 /// Games (scopes), one with every character the key layout escapes.
 const GAMES: [&str; 4] = ["g1", "g2", "g3", "odd:{x}%"];
 
-fn boards_toml() -> &'static str {
-    r#"
-[[board]]
-name = "heat"
-event = "score"
-member = "user_id"
-score = "points"
-scope = "game_id"
+/// The boards of these tests: score events ranking `user_id` by
+/// `points`, each with what sets it apart.
+fn boards_toml() -> String {
+    [
+        score_board(
+            "heat",
+            r#"scope = "game_id"
 periods = ["day", "all"]
 windows = ["2d/1h"]
 timezone = "Asia/Tokyo"
-retention = { day = "800d" }
-
-[[board]]
-name = "heat_slot"
-event = "score"
-member = "user_id"
-score = "points"
-scope = "game_id"
+retention = { day = "800d" }"#,
+        ),
+        score_board(
+            "heat_slot",
+            r#"scope = "game_id"
 scope_slot = "board"
 periods = ["day", "all"]
 timezone = "Asia/Tokyo"
-retention = { day = "800d" }
-
-[[board]]
-name = "speed"
-event = "score"
-member = "user_id"
-score = "points"
-scope = "game_id"
+retention = { day = "800d" }"#,
+        ),
+        score_board(
+            "speed",
+            &format!(
+                r#"scope = "game_id"
 scope_slot = "board"
 tie_break = "earliest"
-periods = ["day"]
-timezone = "Asia/Tokyo"
-retention = { day = "800d" }
-
-[[board]]
-name = "best"
-event = "score"
-member = "user_id"
-score = "points"
-scope = "game_id"
+{TOKYO_DAYS}"#
+            ),
+        ),
+        score_board(
+            "best",
+            &format!(
+                r#"scope = "game_id"
 aggregate = "max"
 tie_break = "earliest"
-periods = ["day"]
-timezone = "Asia/Tokyo"
-retention = { day = "800d" }
-
-[[board]]
-name = "few"
-event = "score"
-member = "user_id"
-score = "points"
-scope = "game_id"
+{TOKYO_DAYS}"#
+            ),
+        ),
+        score_board(
+            "few",
+            r#"scope = "game_id"
 scope_registry = 3
 periods = ["day", "all"]
 timezone = "Asia/Tokyo"
-retention = { day = "800d" }
-
-[[board]]
-name = "unlisted"
-event = "score"
-member = "user_id"
-score = "points"
-scope = "game_id"
+retention = { day = "800d" }"#,
+        ),
+        score_board(
+            "unlisted",
+            r#"scope = "game_id"
 scope_registry = 0
-periods = ["day"]
-
-[[board]]
-name = "total"
-event = "score"
-member = "user_id"
-score = "points"
-periods = ["day"]
-
-[[board]]
-name = "latest"
-event = "score"
-member = "user_id"
-score = "points"
-scope = "game_id"
+periods = ["day"]"#,
+        ),
+        score_board("total", r#"periods = ["day"]"#),
+        score_board(
+            "latest",
+            r#"scope = "game_id"
 aggregate = "last"
-periods = ["day"]
-"#
+periods = ["day"]"#,
+        ),
+    ]
+    .concat()
 }
 
 /// One event: member, time (ms), points, game.
@@ -164,7 +141,7 @@ fn scope_params(games: &[&str]) -> String {
 }
 
 async fn applied(redis_url: &str, prefix: &str, evs: &[Ev]) -> Direct {
-    let mut d = Direct::new(redis_url, prefix, boards_toml(), now()).await;
+    let mut d = Direct::new(redis_url, prefix, &boards_toml(), now()).await;
     let batch: Vec<Value> = evs
         .iter()
         .enumerate()
@@ -358,7 +335,7 @@ async fn a_window_union_is_the_sum_of_its_trimmed_scopes() {
                    "user_id": format!("m{}", k % 4), "game_id": GAMES[k as usize % 4], "points": k + 1})
         })
         .collect();
-    let mut d = Direct::new(&redis.url(), &unique("sw"), boards_toml(), t0).await;
+    let mut d = Direct::new(&redis.url(), &unique("sw"), &boards_toml(), t0).await;
     d.apply(&evs).await;
     let base = serve(&d, 1_000).await;
     // The reference: each game's own window, read alone, summed by hand.
@@ -441,7 +418,7 @@ async fn the_scope_registry_is_bounded_expires_with_its_view_and_says_when_it_ov
     let prefix = unique("sr");
     let t = tokyo(2026, 11, 5, 10, 0);
     let ev = |i: usize, game: &str| json!({"type": "score", "event_id": format!("r{i}"), "ts": t, "user_id": format!("u{i}"), "game_id": game, "points": 5});
-    let mut d = Direct::new(&redis.url(), &prefix, boards_toml(), now()).await;
+    let mut d = Direct::new(&redis.url(), &prefix, &boards_toml(), now()).await;
     d.apply(&[ev(0, "g1"), ev(1, "g2"), ev(2, "odd:{x}%")])
         .await;
     let base = serve(&d, 1).await;
@@ -482,7 +459,7 @@ async fn the_scope_registry_is_bounded_expires_with_its_view_and_says_when_it_ov
     // Another consumer of the fleet (its own cache, under the bound
     // itself) adds three more a minute later: Redis still keeps 4, its
     // three among them (the most recently registered).
-    let mut other = Direct::new(&redis.url(), &prefix, boards_toml(), now() + 60_000).await;
+    let mut other = Direct::new(&redis.url(), &prefix, &boards_toml(), now() + 60_000).await;
     other.apply(&[ev(6, "h1"), ev(7, "h2"), ev(8, "h3")]).await;
     assert_eq!(redis.cli(&["ZCARD", &reg]).trim(), "4");
     let kept = redis.cli(&["ZRANGE", &reg, "0", "-1"]);
@@ -511,7 +488,7 @@ async fn the_scope_registry_is_bounded_expires_with_its_view_and_says_when_it_ov
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_scope_unions_are_refused_with_the_reason() {
     let redis = Redis::start();
-    let d = Direct::new(&redis.url(), &unique("sb"), boards_toml(), now()).await;
+    let d = Direct::new(&redis.url(), &unique("sb"), &boards_toml(), now()).await;
     let base = serve(&d, 1_000).await;
     let many: String = (0..1001).map(|i| format!("&scope=s{i}")).collect();
     for (path, words) in [
@@ -710,7 +687,7 @@ async fn rankflow_top_reads_a_union_of_two_scopes() {
     let prefix = unique("stop");
     let evs = events();
     let _d = applied(&redis.url(), &prefix, &evs).await;
-    let stdout = CliConfig::new(boards_toml(), &redis.url(), &prefix).stdout(
+    let stdout = CliConfig::new(&boards_toml(), &redis.url(), &prefix).stdout(
         "top heat last:3d --period 2026-11-05 --limit 3 --scope g1 --scope g2",
         &[],
     );

@@ -24,64 +24,50 @@ use common::*;
 use rankflow::reader::Unions;
 use serde_json::{Value, json};
 
-fn boards_toml() -> &'static str {
-    r#"
-[[board]]
-name = "heat"
-event = "score"
-member = "user_id"
-score = "points"
-periods = ["day", "week"]
+/// The boards of these tests: score events ranking `user_id` by
+/// `points`, each with what sets it apart.
+fn boards_toml() -> String {
+    [
+        score_board(
+            "heat",
+            r#"periods = ["day", "week"]
 timezone = "Asia/Tokyo"
-retention = { day = "800d", week = "800d" }
-
-[[board]]
-name = "speed"
-event = "score"
-member = "user_id"
-score = "points"
-periods = ["day"]
+retention = { day = "800d", week = "800d" }"#,
+        ),
+        score_board(
+            "speed",
+            &format!(
+                r#"tie_break = "earliest"
+{TOKYO_DAYS}"#
+            ),
+        ),
+        score_board(
+            "best",
+            &format!(
+                r#"aggregate = "max"
 tie_break = "earliest"
-timezone = "Asia/Tokyo"
-retention = { day = "800d" }
-
-[[board]]
-name = "best"
-event = "score"
-member = "user_id"
-score = "points"
-aggregate = "max"
-tie_break = "earliest"
-periods = ["day"]
-timezone = "Asia/Tokyo"
-retention = { day = "800d" }
-
-[[board]]
-name = "per_game"
-event = "score"
-member = "user_id"
-score = "points"
-scope = "game_id"
-periods = ["day"]
-timezone = "Asia/Tokyo"
-retention = { day = "800d" }
-
-[[board]]
-name = "short"
-event = "score"
-member = "user_id"
-score = "points"
-periods = ["day"]
-retention = { day = "35d" }
-
-[[board]]
-name = "latest"
-event = "score"
-member = "user_id"
-score = "points"
-aggregate = "last"
-periods = ["day"]
-"#
+{TOKYO_DAYS}"#
+            ),
+        ),
+        score_board(
+            "per_game",
+            &format!(
+                r#"scope = "game_id"
+{TOKYO_DAYS}"#
+            ),
+        ),
+        score_board(
+            "short",
+            r#"periods = ["day"]
+retention = { day = "35d" }"#,
+        ),
+        score_board(
+            "latest",
+            r#"aggregate = "last"
+periods = ["day"]"#,
+        ),
+    ]
+    .concat()
 }
 
 /// One event: member, time (ms), points.
@@ -118,7 +104,7 @@ fn reference(
 }
 
 async fn applied(redis_url: &str, prefix: &str, evs: &[Ev], now: i64) -> Direct {
-    let mut d = Direct::new(redis_url, prefix, boards_toml(), now).await;
+    let mut d = Direct::new(redis_url, prefix, &boards_toml(), now).await;
     let batch: Vec<Value> = evs
         .iter()
         .enumerate()
@@ -430,7 +416,7 @@ async fn every_read_and_rank_style_works_on_a_union_view() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_union_views_are_refused_with_the_reason() {
     let redis = Redis::start();
-    let d = Direct::new(&redis.url(), &unique("bad"), boards_toml(), now()).await;
+    let d = Direct::new(&redis.url(), &unique("bad"), &boards_toml(), now()).await;
     let base = serve(&d, 1_000).await;
     for (path, status, words) in [
         ("heat/last:0d/top", 400, "last:<N><unit>"),
@@ -575,7 +561,7 @@ async fn rankflow_top_reads_a_rolling_view_and_check_shows_the_cache() {
     let prefix = unique("cli");
     let evs = events();
     let _d = applied(&redis.url(), &prefix, &evs, now()).await;
-    let config = CliConfig::new(boards_toml(), &redis.url(), &prefix);
+    let config = CliConfig::new(&boards_toml(), &redis.url(), &prefix);
     // `top` uses the machine's clock: the range is named with --period.
     let stdout = config.stdout("top heat last:3d --period 2026-11-05 --limit 20", &[]);
     let got: Vec<(String, i64)> = stdout

@@ -17,6 +17,26 @@ use super::direct::Direct;
 
 pub const TOKYO: Tz = chrono_tz::Asia::Tokyo;
 
+/// A `[[board]]` of score events ranking `user_id` by `points`, with
+/// `settings` (TOML lines) for what sets it apart.
+pub fn score_board(name: &str, settings: &str) -> String {
+    format!(
+        r#"[[board]]
+name = "{name}"
+event = "score"
+member = "user_id"
+score = "points"
+{settings}
+
+"#
+    )
+}
+
+/// Settings of a board of Tokyo days kept for long (past days are read).
+pub const TOKYO_DAYS: &str = r#"periods = ["day"]
+timezone = "Asia/Tokyo"
+retention = { day = "800d" }"#;
+
 /// Tokyo wall-clock time as epoch ms.
 pub fn tokyo(y: i32, m: u32, d: u32, h: u32, min: u32) -> i64 {
     TOKYO
