@@ -403,8 +403,9 @@ async fn a_composite_period_reads_the_same_live_and_archived_as_the_hand_made_ta
     let direct = applied(&redis, &prefix, &text).await;
 
     // The API over a reader that falls back to the archive.
-    let mut reader = direct.reader();
-    reader.archive = Some(ArchiveReader::new(&pg.url()).expect("archive url"));
+    let reader = direct
+        .reader()
+        .with_archive(ArchiveReader::new(&pg.url()).expect("archive url"));
     let slot = Arc::new(OnceLock::new());
     let _ = slot.set(reader);
     let base = direct.serve(slot).await;

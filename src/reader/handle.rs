@@ -17,12 +17,9 @@ use crate::sink::store::Store;
 pub struct Reader {
     pub(super) boards: Arc<BoardSet>,
     pub(super) store: Store,
-    /// Public for callers that show the time of a read (`rankflow top
-    /// --watch`).
-    pub clock: SharedClock,
+    pub(super) clock: SharedClock,
     /// The archive (`[archive] url`), for periods no longer in Redis.
-    /// Public so that a reader can be pointed at one after it is made.
-    pub archive: Option<ArchiveReader>,
+    pub(super) archive: Option<ArchiveReader>,
     /// Rolling views being computed, and how long a result is reused
     /// (`[http] union_cache`).
     pub(super) unions: Unions,
@@ -52,6 +49,13 @@ impl Reader {
     /// `[http] union_cache`, and its slicing).
     pub fn with_unions(mut self, unions: Unions) -> Reader {
         self.unions = unions;
+        self
+    }
+
+    /// The same reader falling back to `archive` for periods no longer in
+    /// Redis.
+    pub fn with_archive(mut self, archive: ArchiveReader) -> Reader {
+        self.archive = Some(archive);
         self
     }
 }

@@ -42,8 +42,9 @@ impl ArchiveEnv {
         schema::migrate(writer.client()).await.expect("migrate");
         let prefix = unique(name);
         let direct = Direct::new(&redis.url(), &prefix, &boards(&pg.url()), now).await;
-        let mut reader = direct.reader();
-        reader.archive = Some(ArchiveReader::new(&pg.url()).expect("archive url"));
+        let reader = direct
+            .reader()
+            .with_archive(ArchiveReader::new(&pg.url()).expect("archive url"));
         let slot = Arc::new(OnceLock::new());
         let _ = slot.set(reader);
         let base = direct.serve(slot).await;

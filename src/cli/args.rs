@@ -1,0 +1,144 @@
+//! The command line's arguments (clap): the subcommands and their flags,
+//! and the parsers of flag values.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::event::EventType;
+use crate::reader::RankStyle;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rankflow",
+    version,
+    about = "Kafka events to real-time leaderboards in Redis"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the consumer with its HTTP listener.
+    Run {
+        #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+        config: PathBuf,
+    },
+    /// Validate the config and rules; print every board with its keys.
+    Check {
+        #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+        config: PathBuf,
+    },
+    /// Send synthetic gift/score/play events to the configured topic.
+    Produce(ProduceArgs),
+    /// Print a board.
+    Top(TopArgs),
+    /// Archive the closed periods that are due, or copy one period again.
+    Archive(ArchiveArgs),
+}
+
+/// `rankflow archive`.
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+    pub config: PathBuf,
+    /// Only this board's periods.
+    #[arg(long)]
+    pub board: Option<String>,
+    /// Copy this period again from Redis (needs `--board`), replacing the
+    /// archived copy, e.g. `2026-W47`.
+    #[arg(long, requires = "board")]
+    pub period: Option<String>,
+    /// With `--period`: only this scope (default: every scope of the
+    /// period found in the due set or the archive).
+    #[arg(long, requires = "period")]
+    pub scope: Option<String>,
+}
+
+/// `rankflow produce`.
+#[derive(Debug, Args)]
+pub struct ProduceArgs {
+    #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+    pub config: PathBuf,
+    /// Events to send (0 = until interrupted).
+    #[arg(long, default_value_t = 10_000)]
+    pub events: u64,
+    /// Events per second (0 = as fast as possible).
+    #[arg(long, default_value_t = 1_000)]
+    pub rate: u64,
+    /// Distinct senders / players (Zipf-skewed).
+    #[arg(long, default_value_t = 10_000)]
+    pub members: u64,
+    /// Distinct gift receivers (Zipf-skewed).
+    #[arg(long, default_value_t = 100)]
+    pub receivers: u64,
+    /// Distinct games (Zipf-skewed).
+    #[arg(long, default_value_t = 20)]
+    pub games: u64,
+    /// Event types, comma separated.
+    #[arg(long, default_value = "gift,score,play", value_delimiter = ',')]
+    pub types: Vec<String>,
+    /// Zipf exponent.
+    #[arg(long, default_value_t = 1.1)]
+    pub skew: f64,
+    /// Topic (default: the first configured topic).
+    #[arg(long)]
+    pub topic: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// `rankflow top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    pub board: String,
+    /// `hour|day|week|month|year|all|win:<L>`
+    pub view: String,
+    #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+    pub config: PathBuf,
+    /// A scope; give it several times for their union, or `*` for all.
+    #[arg(long)]
+    pub scope: Vec<String>,
+    /// Period id, e.g. `2026-W47` (default: the current one).
+    #[arg(long)]
+    pub period: Option<String>,
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Rank style (docs/http-api.md): `ordinal` (1,2,3,4), `competition` (1,1,3)
+    /// or `dense` (1,1,2).
+    #[arg(long, default_value = "ordinal", value_parser = parse_rank)]
+    pub rank: RankStyle,
+    /// Redraw every second until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+impl Command {
+    /// The configuration file the command reads.
+    pub fn config(&self) -> &Path {
+        match self {
+            Command::Run { config } | Command::Check { config } => config,
+            Command::Produce(a) => &a.config,
+            Command::Top(a) => &a.config,
+            Command::Archive(a) => &a.config,
+        }
+    }
+}
+
+/// Event types from their names.
+pub fn parse_types(names: &[String]) -> Result<Vec<EventType>, String> {
+    names
+        .iter()
+        .map(|n| EventType::parse(n.trim()).ok_or_else(|| format!("unknown event type {n:?}")))
+        .collect()
+}
+
+/// `--rank`: a style by name, or the list of names.
+fn parse_rank(raw: &str) -> Result<RankStyle, String> {
+    RankStyle::parse(raw).ok_or_else(|| {
+        let names: Vec<&str> = RankStyle::ALL.iter().map(|s| s.name()).collect();
+        format!("must be one of {}, got {raw:?}", names.join(", "))
+    })
+}

@@ -1,0 +1,16 @@
+//! The command line (docs/cli.md): `run`, `check`, `produce`, `top`,
+//! `archive`. The arguments ([`args`]), the commands run on a loaded
+//! configuration ([`commands`], whose [`execute`] is all the binary calls),
+//! their failures and exit codes ([`error`]), and what they print
+//! ([`describe`] for `check`, [`render`] for `top` and `archive`). This
+//! file only declares and re-exports.
+
+pub mod args;
+pub mod commands;
+pub mod describe;
+pub mod error;
+pub mod render;
+
+pub use args::{ArchiveArgs, Cli, Command, ProduceArgs, TopArgs};
+pub use commands::execute;
+pub use error::CommandError;
