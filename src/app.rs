@@ -79,7 +79,7 @@ impl AppError {
     }
 
     /// Configuration problems exit with 2 (like `rankflow check`).
-    pub fn is_config(&self) -> bool {
+    pub(crate) fn is_config(&self) -> bool {
         match self {
             AppError::Config(_)
             | AppError::Schema(_)
@@ -100,7 +100,7 @@ impl AppError {
 /// a broker), and the Redis URLs and TLS files can be used. Returns the
 /// compiled boards. A failure here is permanent: `run` and `check` exit 2
 /// naming the setting.
-pub fn preflight(config: &Config) -> Result<BoardSet, AppError> {
+pub(crate) fn preflight(config: &Config) -> Result<BoardSet, AppError> {
     let boards = config.compile_boards()?;
     Decoder::new(config.kafka.max_event_bytes.get())?;
     client::check_run_clients(&config.kafka)?;

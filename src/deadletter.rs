@@ -21,7 +21,7 @@ use crate::telemetry::events::DeadLettered;
 
 /// A message that could not be applied and must reach the dead-letter topic.
 #[derive(Debug, Clone)]
-pub struct DeadLetter {
+pub(crate) struct DeadLetter {
     pub topic: Arc<str>,
     pub partition: i32,
     pub offset: i64,
@@ -76,7 +76,7 @@ impl DeadLetters {
 
     /// Sends the dead letters not yet delivered and waits for every
     /// delivery; marks each delivered one, so a retry sends only the rest.
-    pub async fn deliver(
+    pub(crate) async fn deliver(
         &self,
         letters: &[DeadLetter],
         delivered: &mut [bool],

@@ -29,10 +29,10 @@ mod typed;
 
 pub use decoded::Event;
 pub use error::DecodeError;
-pub use fields::{Fields, Slot};
+pub use fields::Fields;
+pub use fields::Slot;
 pub use generic::SchemaBuildError;
 use generic::Validators;
-pub use ids::MAX_ID_BYTES;
 pub use kind::EventType;
 use typed::{Object, Top};
 
@@ -96,6 +96,7 @@ impl Decoder {
 mod tests {
     use serde_json::Value;
 
+    use super::ids::MAX_ID_BYTES;
     use super::*;
     use crate::telemetry::DlqReason;
 

@@ -46,38 +46,34 @@ fn get(detail: &Mutex<String>) -> String {
 }
 
 impl Health {
-    pub fn set_consuming(&self, on: bool) {
+    pub(crate) fn set_consuming(&self, on: bool) {
         self.consuming.store(on, Ordering::SeqCst);
     }
 
-    pub fn redis_ok(&self) {
+    pub(crate) fn redis_ok(&self) {
         if !self.redis_up.swap(true, Ordering::SeqCst) {
             set(&self.redis_detail, "reachable");
         }
     }
 
-    pub fn redis_failed(&self, why: &str) {
+    pub(crate) fn redis_failed(&self, why: &str) {
         self.redis_up.store(false, Ordering::SeqCst);
         set(&self.redis_detail, why);
     }
 
-    pub fn kafka_ok(&self) {
+    pub(crate) fn kafka_ok(&self) {
         if !self.kafka_up.swap(true, Ordering::SeqCst) {
             set(&self.kafka_detail, "connected");
         }
     }
 
-    pub fn kafka_failed(&self, why: &str) {
+    pub(crate) fn kafka_failed(&self, why: &str) {
         self.kafka_up.store(false, Ordering::SeqCst);
         set(&self.kafka_detail, why);
     }
 
-    pub fn set_assigned(&self, n: usize) {
+    pub(crate) fn set_assigned(&self, n: usize) {
         self.assigned.store(n, Ordering::SeqCst);
-    }
-
-    pub fn redis_is_up(&self) -> bool {
-        self.redis_up.load(Ordering::SeqCst)
     }
 
     pub fn report(&self) -> Report {

@@ -42,16 +42,15 @@ mod styled;
 pub mod union;
 mod view;
 
-pub use answer::{Entry, List, MemberEntry, MemberList, Source};
-pub use compute::{DEFAULT_UNION_CACHE_MS, UNION_LUA, Unions};
-pub use error::{BadParam, ReadError};
+pub use answer::{Entry, List, Source};
+pub use answer::{MemberEntry, MemberList};
+pub use compute::Unions;
+pub use error::BadParam;
+pub use error::ReadError;
 pub use handle::Reader;
 pub use locate::check;
 pub use periods::{PeriodInfo, PeriodList, periodic_view};
-pub use query::{
-    MAX_IDS, MAX_LIMIT, MAX_LISTED_SCOPES, MAX_OFFSET, MAX_RADIUS, Query, ScopeUnion, check_bound,
-    out_of_range,
-};
+pub(crate) use query::{MAX_LIMIT, MAX_OFFSET, MAX_RADIUS, out_of_range};
+pub use query::{Query, ScopeUnion};
 pub use ranks::RankStyle;
-pub use scopes::MAX_UNION_KEYS;
-pub use union::UnionOffer;
+pub(crate) use union::UnionOffer;

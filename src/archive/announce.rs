@@ -29,7 +29,7 @@ use super::schema::LOCK_CLASS;
 
 /// The message, field for field as the schema has it.
 #[derive(Debug, Clone, Serialize)]
-pub struct ClosedMessage {
+pub(crate) struct ClosedMessage {
     pub board: String,
     pub scope: String,
     pub view: String,
@@ -37,7 +37,7 @@ pub struct ClosedMessage {
     pub start: String,
     pub end: String,
     pub members: u64,
-    pub archived_at: String,
+    pub(crate) archived_at: String,
     /// The top entries, as the HTTP API shows them.
     pub entries: Vec<Entry>,
 }
@@ -71,7 +71,7 @@ pub struct PeriodRow {
     pub start_ms: i64,
     pub end_ms: i64,
     pub members: u64,
-    pub archived_at_ms: i64,
+    pub(crate) archived_at_ms: i64,
 }
 
 /// RFC 3339 UTC: whole seconds when the instant has no fraction (period

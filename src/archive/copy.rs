@@ -180,7 +180,7 @@ impl Archive {
 
     /// Whether the connection is gone (the server closed it or the host is
     /// lost): then a new one must be made.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.client.is_closed()
     }
 
@@ -321,7 +321,7 @@ where
 }
 
 /// Parses a `postgres://` URL (or a `key=value` connection string).
-pub fn parse_url(url: &str) -> Result<tokio_postgres::Config, ArchiveError> {
+pub(crate) fn parse_url(url: &str) -> Result<tokio_postgres::Config, ArchiveError> {
     tokio_postgres::Config::from_str(url).map_err(|e| ArchiveError::Url(e.to_string()))
 }
 

@@ -46,32 +46,32 @@ pub struct DuePeriod {
     /// When the keys go once archived (end + retention); `None` keeps them.
     pub expire_at: Option<i64>,
     pub order: Order,
-    pub tie_key: TieKey,
+    pub(crate) tie_key: TieKey,
     /// A composite board's encoding (its fields are archived too).
     pub layout: Option<Layout>,
 }
 
 impl DuePeriod {
     /// `K:t`, the per-member time hash (absent on plain boards).
-    pub fn time_key(&self) -> String {
+    pub(crate) fn time_key(&self) -> String {
         keys::helper(&self.view_key, "t")
     }
 
     /// `K:f`, a composite board's field hash (absent on other boards).
-    pub fn fields_key(&self) -> String {
+    pub(crate) fn fields_key(&self) -> String {
         keys::helper(&self.view_key, "f")
     }
 
     /// The names of a composite board's fields in rank order, as the
     /// archive records them; `None` for other boards.
-    pub fn field_names(&self) -> Option<Vec<String>> {
+    pub(crate) fn field_names(&self) -> Option<Vec<String>> {
         self.layout
             .as_ref()
             .map(|l| l.fields.iter().map(|f| f.name.clone()).collect())
     }
 
     /// `K:closed`, the marker the apply script checks.
-    pub fn closed_key(&self) -> String {
+    pub(crate) fn closed_key(&self) -> String {
         keys::closed_key(&self.view_key)
     }
 }
@@ -81,12 +81,12 @@ impl DuePeriod {
 pub struct Backlog {
     pub pending: u64,
     /// Close time of the oldest pending item.
-    pub oldest_close_ms: Option<i64>,
+    pub(crate) oldest_close_ms: Option<i64>,
 }
 
 impl Backlog {
     /// How long past its close the oldest pending item is, in seconds.
-    pub fn oldest_age_secs(&self, now_ms: i64) -> f64 {
+    pub(crate) fn oldest_age_secs(&self, now_ms: i64) -> f64 {
         self.oldest_close_ms
             .map_or(0.0, |c| (now_ms - c).max(0) as f64 / 1000.0)
     }
@@ -97,7 +97,7 @@ fn redis(e: crate::sink::store::StoreError) -> ArchiveError {
 }
 
 /// Up to `limit` items closed at `now_ms`, oldest first.
-pub async fn list_due(
+pub(crate) async fn list_due(
     store: &Store,
     prefix: &str,
     now_ms: i64,
@@ -126,7 +126,7 @@ pub async fn list_due(
 }
 
 /// Every item in the due set, due or not (for `rankflow archive --period`).
-pub async fn list_all(store: &Store, prefix: &str) -> Result<Vec<DueItem>, ArchiveError> {
+pub(crate) async fn list_all(store: &Store, prefix: &str) -> Result<Vec<DueItem>, ArchiveError> {
     list_due(store, prefix, i64::MAX, usize::MAX >> 1).await
 }
 
@@ -263,7 +263,7 @@ pub async fn close(store: &Store, p: &DuePeriod) -> Result<u64, ArchiveError> {
 
 /// Step 5: the keys (marker included) expire at end + retention again; at
 /// once if that has passed. Nothing to do for views kept forever.
-pub async fn restore_expiry(store: &Store, p: &DuePeriod) -> Result<(), ArchiveError> {
+pub(crate) async fn restore_expiry(store: &Store, p: &DuePeriod) -> Result<(), ArchiveError> {
     let Some(at) = p.expire_at else {
         return Ok(());
     };

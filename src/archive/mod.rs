@@ -43,7 +43,7 @@ pub enum ArchiveError {
 
 /// Every label [`ArchiveError::kind`] gives, so the error series exist
 /// (at 0) before the first error.
-pub const ERROR_KINDS: [&str; 6] = [
+pub(crate) const ERROR_KINDS: [&str; 6] = [
     "config",
     "postgres_io",
     "postgres",

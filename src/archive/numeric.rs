@@ -43,7 +43,7 @@ struct Parts {
 
 #[derive(Debug, thiserror::Error)]
 #[error("score {0} is not a number")]
-pub struct NotFinite(f64);
+pub(crate) struct NotFinite(f64);
 
 fn parts(value: f64) -> Result<Parts, NotFinite> {
     if !value.is_finite() {

@@ -272,7 +272,7 @@ pub mod sql {
     /// counts; a live period hides its archived copy), newest first
     /// (ids of one view sort by time, byte for byte), `$8` from `$9` on.
     /// One row with NULLs after the total when the page is empty.
-    pub const PERIODS: &str = "
+    pub(crate) const PERIODS: &str = "
         WITH live (period, start_ms, end_ms, members) AS (
             SELECT * FROM unnest($4::text[], $5::int8[], $6::int8[], $7::int8[])
         ), merged AS (

@@ -471,13 +471,13 @@ impl Archiver {
 
 /// The wait before the next pass: `interval` while passes succeed, then
 /// doubling per failed pass up to [`MAX_BACKOFF`] (or `interval` if longer).
-pub fn backoff(interval: Duration, failures: u32) -> Duration {
+pub(crate) fn backoff(interval: Duration, failures: u32) -> Duration {
     let doubled = interval.saturating_mul(1u32 << failures.min(16));
     doubled.min(MAX_BACKOFF.max(interval))
 }
 
 /// Emits each report's metrics and log line.
-pub fn log_reports(reports: &[Report], retry_in: Duration) {
+pub(crate) fn log_reports(reports: &[Report], retry_in: Duration) {
     for r in reports {
         match &r.outcome {
             Outcome::Archived { members, took } => PeriodArchived {

@@ -15,13 +15,13 @@ const MIGRATION_LOCK: i32 = 0;
 
 /// One schema change. Migrations only add (tables, columns, indexes), so an
 /// older rankflow keeps working against a newer schema.
-pub struct Migration {
+pub(crate) struct Migration {
     pub version: i32,
-    pub description: &'static str,
+    pub(crate) description: &'static str,
     pub sql: &'static str,
 }
 
-pub const MIGRATIONS: &[Migration] = &[
+pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         description: "archived periods and their standings",

@@ -23,7 +23,7 @@ use super::copy::Row;
 pub struct Frozen {
     pub view_key: String,
     pub order: Order,
-    pub tie_key: TieKey,
+    pub(crate) tie_key: TieKey,
     /// The encoding of a composite board's members; `None` for other boards.
     pub layout: Option<Layout>,
     /// Members counted when the period was closed.

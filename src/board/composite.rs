@@ -7,15 +7,16 @@
 //! `model` import the encoding without a cycle.
 
 pub use super::layout::{
-    CODE_HEX, FieldOrder, FieldValues, Layout, MAX_FIELDS, MAX_VALUE, Values, in_range, parse_state,
+    CODE_HEX, FieldOrder, Layout, MAX_FIELDS, MAX_VALUE, in_range, parse_state,
 };
+pub use super::layout::{FieldValues, Values};
 use super::model::Board;
 use super::score::TieKey;
 
 /// For readers: a stored entry of `board` as (member, fields). Members of
 /// tie-break boards lose their tie key; composite members also give their
 /// fields (`None` for other boards).
-pub fn read_entry(board: &Board, stored: &str, score: f64) -> (String, Option<FieldValues>) {
+pub(crate) fn read_entry(board: &Board, stored: &str, score: f64) -> (String, Option<FieldValues>) {
     if let Some(c) = &board.composite
         && let Some((member, values)) = c.layout.decode(stored, score)
     {
@@ -31,7 +32,7 @@ pub fn read_entry(board: &Board, stored: &str, score: f64) -> (String, Option<Fi
 /// For readers: the helper hash holding what a member's stored form is
 /// built from (`K:f` for composite boards, `K:t` for tie-break boards), or
 /// `None` when the stored member is the member itself.
-pub fn helper_of(board: &Board) -> Option<&'static str> {
+pub(crate) fn helper_of(board: &Board) -> Option<&'static str> {
     if board.composite.is_some() {
         Some("f")
     } else if board.tie_key == TieKey::None {
@@ -43,7 +44,7 @@ pub fn helper_of(board: &Board) -> Option<&'static str> {
 
 /// For readers: the stored member of `member` from its entry in the
 /// [`helper_of`] hash (`None` if that entry is unreadable).
-pub fn stored_member(board: &Board, member: &str, helper: &str) -> Option<String> {
+pub(crate) fn stored_member(board: &Board, member: &str, helper: &str) -> Option<String> {
     match &board.composite {
         Some(c) => c.layout.stored_from_state(member, helper),
         None => {

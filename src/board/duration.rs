@@ -19,11 +19,11 @@ use std::str::FromStr;
 use chrono::{DateTime, Months};
 use chrono_tz::Tz;
 
-pub const SECOND_MS: i64 = 1_000;
-pub const MINUTE_MS: i64 = 60 * SECOND_MS;
-pub const HOUR_MS: i64 = 60 * MINUTE_MS;
+pub(crate) const SECOND_MS: i64 = 1_000;
+pub(crate) const MINUTE_MS: i64 = 60 * SECOND_MS;
+pub(crate) const HOUR_MS: i64 = 60 * MINUTE_MS;
 pub const DAY_MS: i64 = 24 * HOUR_MS;
-pub const WEEK_MS: i64 = 7 * DAY_MS;
+pub(crate) const WEEK_MS: i64 = 7 * DAY_MS;
 
 const ACCEPTED: &str = "a positive whole number followed by a unit: s (seconds), m (minutes), h (hours), d (days), w (weeks), mo (months) or y (years), e.g. \"35d\" or \"13mo\"";
 const ACCEPTED_FIXED: &str = "a positive whole number followed by a fixed-length unit: s (seconds), m (minutes), h (hours), d (days) or w (weeks), e.g. \"3h\" or \"7d\"";
@@ -41,7 +41,7 @@ impl Span {
     /// The shortest this span can be: its length for fixed spans, 28 days
     /// per month for calendar months (DST can shorten a day by an hour, so
     /// one hour less per month).
-    pub fn min_ms(&self) -> i64 {
+    pub(crate) fn min_ms(&self) -> i64 {
         match *self {
             Span::Fixed { ms } => ms,
             Span::Months(n) => i64::from(n) * (28 * DAY_MS - HOUR_MS),
@@ -109,7 +109,7 @@ pub enum DurationError {
 }
 
 /// Parse a retention-style duration: fixed units or calendar `mo` / `y`.
-pub fn parse_span(s: &str) -> Result<Span, DurationError> {
+pub(crate) fn parse_span(s: &str) -> Result<Span, DurationError> {
     let text = s.trim();
     if text.is_empty() {
         return Err(DurationError::Empty);
@@ -167,7 +167,7 @@ pub fn parse_span(s: &str) -> Result<Span, DurationError> {
 
 /// Parse a duration that must have a fixed length (windows): returns
 /// milliseconds, always > 0. `mo` / `y` are rejected with [`DurationError::NotFixed`].
-pub fn parse_fixed(s: &str) -> Result<i64, DurationError> {
+pub(crate) fn parse_fixed(s: &str) -> Result<i64, DurationError> {
     match parse_span(s)? {
         Span::Fixed { ms } => Ok(ms),
         Span::Months(_) => Err(DurationError::NotFixed {
@@ -185,7 +185,7 @@ pub fn parse_fixed(s: &str) -> Result<i64, DurationError> {
 ///   repeated by a fall-back the earlier instant is used; if it is skipped by a
 ///   spring-forward, the instant the clock jumps (the first one after the gap).
 ///   Results beyond chrono's range saturate to `i64::MAX`.
-pub fn add_span(instant_ms: i64, span: &Span, tz: Tz) -> i64 {
+pub(crate) fn add_span(instant_ms: i64, span: &Span, tz: Tz) -> i64 {
     match *span {
         Span::Fixed { ms } => instant_ms.saturating_add(ms),
         Span::Months(0) => instant_ms,

@@ -35,7 +35,7 @@ pub fn escape_scope(scope: &str) -> Cow<'_, str> {
 }
 
 /// Inverse of [`escape_scope`]; `None` for text it cannot have produced.
-pub fn unescape_scope(escaped: &str) -> Option<String> {
+pub(crate) fn unescape_scope(escaped: &str) -> Option<String> {
     let mut out = String::with_capacity(escaped.len());
     let mut rest = escaped;
     while let Some(i) = rest.find('%') {
@@ -62,7 +62,7 @@ pub fn instance_tag(board: &str, scope: Option<&str>) -> String {
 
 /// The tag of a board instance; `board_slot`: the board keeps its scopes in
 /// its own slot (`board@<escaped scope>`).
-pub fn instance_tag_in(board: &str, scope: Option<&str>, board_slot: bool) -> String {
+pub(crate) fn instance_tag_in(board: &str, scope: Option<&str>, board_slot: bool) -> String {
     match (scope, board_slot) {
         (Some(s), false) => format!("{board}:{}", escape_scope(s)),
         (Some(s), true) => format!("{board}@{}", escape_scope(s)),
@@ -82,7 +82,7 @@ fn split_tag(tag: &str) -> (&str, Option<(char, &str)>) {
 }
 
 /// Splits a tag back into board name and scope.
-pub fn parse_tag(tag: &str) -> Option<(&str, Option<String>)> {
+pub(crate) fn parse_tag(tag: &str) -> Option<(&str, Option<String>)> {
     match split_tag(tag) {
         (board, Some((_, scope))) => Some((board, Some(unescape_scope(scope)?))),
         (board, None) => Some((board, None)),
@@ -98,7 +98,7 @@ fn stem(tag: &str) -> String {
 }
 
 /// The content of an instance's hash tag: what Redis Cluster hashes.
-pub fn slot_tag(tag: &str) -> &str {
+pub(crate) fn slot_tag(tag: &str) -> &str {
     match split_tag(tag) {
         (board, Some(('@', _))) => board,
         _ => tag,
@@ -112,7 +112,7 @@ pub fn view_key(prefix: &str, tag: &str, view: &str) -> String {
 }
 
 /// The instance's offset fences (docs/guarantees.md): `<topic>/<partition>` → offset.
-pub fn fence_key(prefix: &str, tag: &str) -> String {
+pub(crate) fn fence_key(prefix: &str, tag: &str) -> String {
     view_key(prefix, tag, "off")
 }
 
@@ -120,27 +120,27 @@ pub fn fence_key(prefix: &str, tag: &str) -> String {
 /// (docs/http-api.md, `scope=*`): a sorted set of escaped scope values scored by
 /// when they were last registered, under the board's own hash tag, e.g.
 /// `rankflow:{game_heat}:scopes:day:2026-11-21`.
-pub fn scope_registry_key(prefix: &str, board: &str, view_id: &str) -> String {
+pub(crate) fn scope_registry_key(prefix: &str, board: &str, view_id: &str) -> String {
     format!("{prefix}:{{{board}}}:scopes:{view_id}")
 }
 
 /// Registry of board instances that have windows, for the background trimmer.
-pub fn window_registry_key(prefix: &str) -> String {
+pub(crate) fn window_registry_key(prefix: &str) -> String {
     format!("{prefix}:windows")
 }
 
 /// Lock that lets one consumer of the fleet run the background trim at a time.
-pub fn trim_lock_key(prefix: &str) -> String {
+pub(crate) fn trim_lock_key(prefix: &str) -> String {
     format!("{prefix}:trim-lock")
 }
 
 /// Partition positions applied to Redis: `<topic>/<partition>` → offset.
-pub fn positions_key(prefix: &str) -> String {
+pub(crate) fn positions_key(prefix: &str) -> String {
     format!("{prefix}:positions")
 }
 
 /// Field naming a partition in fences and positions.
-pub fn partition_field(topic: &str, partition: i32) -> String {
+pub(crate) fn partition_field(topic: &str, partition: i32) -> String {
     format!("{topic}/{partition}")
 }
 
@@ -164,7 +164,7 @@ pub fn hash_slot(tag: &str) -> u16 {
 /// Marker of a closed period (docs/history.md), beside its view key
 /// (`K:closed`): set by the archiver before it reads the final standings;
 /// the apply script finds it and counts every later update `late`.
-pub fn closed_key(view_key: &str) -> String {
+pub(crate) fn closed_key(view_key: &str) -> String {
     helper(view_key, "closed")
 }
 
@@ -172,7 +172,7 @@ pub fn closed_key(view_key: &str) -> String {
 /// archived once they close: member [`due_member`], score the close time in
 /// ms. One key for the fleet (not under a board's hash tag), written before
 /// the apply call that first touches a period, read by the archivers.
-pub fn archive_due_key(prefix: &str) -> String {
+pub(crate) fn archive_due_key(prefix: &str) -> String {
     format!("{prefix}:archive:due")
 }
 
@@ -183,7 +183,7 @@ pub fn due_member(tag: &str, view_id: &str) -> String {
 }
 
 /// Splits a [`due_member`] into its tag and view id.
-pub fn parse_due_member(member: &str) -> Option<(&str, &str)> {
+pub(crate) fn parse_due_member(member: &str) -> Option<(&str, &str)> {
     let rest = member.strip_prefix('{')?;
     let (tag, view_id) = rest.split_once("}:")?;
     Some((tag, view_id))
@@ -192,7 +192,7 @@ pub fn parse_due_member(member: &str) -> Option<(&str, &str)> {
 /// The dense-rank index of a view (`K:v`): a sorted set with one entry per
 /// distinct value (composite boards: per tuple of all fields), in the
 /// board's order, written by the apply script and read by the rank script.
-pub fn dense_key(view_key: &str) -> String {
+pub(crate) fn dense_key(view_key: &str) -> String {
     helper(view_key, "v")
 }
 

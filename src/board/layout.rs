@@ -57,7 +57,7 @@ pub struct FieldOrder {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     pub fields: Vec<FieldOrder>,
-    pub tie_key: TieKey,
+    pub(crate) tie_key: TieKey,
 }
 
 /// Whether `v` is an integer every field can hold exactly.
@@ -72,7 +72,7 @@ impl Layout {
     }
 
     /// Length of the code prefix (fields 2..k), in bytes.
-    pub fn codes_len(&self) -> usize {
+    pub(crate) fn codes_len(&self) -> usize {
         CODE_HEX * self.fields.len().saturating_sub(1)
     }
 
@@ -148,7 +148,7 @@ impl Layout {
 
     /// The stored member of `member` with `values`, its tuple reached at
     /// `tie_ts` (used only when the board has a tie key).
-    pub fn encode(&self, member: &str, values: &Values, tie_ts: i64) -> String {
+    pub(crate) fn encode(&self, member: &str, values: &Values, tie_ts: i64) -> String {
         let mut out = String::with_capacity(self.prefix_len() + member.len());
         for (i, v) in values.iter().enumerate().take(self.fields.len()).skip(1) {
             let _ = write!(out, "{:015x}", self.code(i, *v));
@@ -181,7 +181,8 @@ impl Layout {
     /// the same score and this prefix have all fields equal (competition
     /// and dense ranks count such groups). With the score, the group is
     /// the lex range `[prefix`, `(prefix\xff` among entries of that score.
-    pub fn tie_group<'s>(&self, stored: &'s str) -> Option<&'s str> {
+    #[cfg(test)]
+    pub(crate) fn tie_group<'s>(&self, stored: &'s str) -> Option<&'s str> {
         stored.get(..self.codes_len())
     }
 
@@ -199,7 +200,7 @@ impl Layout {
     /// The per-field spec the apply script reads: `c`, then per field its
     /// aggregate (`s` sum, `x` max, `n` min, `l` last) and whether its
     /// code is complemented (`c`) or not (`p`).
-    pub fn script_code(&self) -> String {
+    pub(crate) fn script_code(&self) -> String {
         let dir = self.direction();
         let mut out = String::from("c");
         for f in &self.fields {
@@ -223,7 +224,7 @@ impl Layout {
     /// What a window of this board keeps per field, for `rankflow check`.
     /// Every rule is exact in a window: buckets leave oldest first, so a
     /// `last` field whose latest event leaves has no older event left.
-    pub fn window_description(&self) -> String {
+    pub(crate) fn window_description(&self) -> String {
         let fields: Vec<String> = self
             .fields
             .iter()
@@ -280,7 +281,7 @@ pub fn parse_state(text: &str) -> Option<[Option<(i64, i64)>; MAX_FIELDS]> {
 impl Layout {
     /// The stored member of `member` from its `K:f` state (the reader uses
     /// it to find a member's rank without scanning).
-    pub fn stored_from_state(&self, member: &str, state: &str) -> Option<String> {
+    pub(crate) fn stored_from_state(&self, member: &str, state: &str) -> Option<String> {
         let parsed = parse_state(state)?;
         let mut values: Values = [None; MAX_FIELDS];
         let mut tie_ts = 0;

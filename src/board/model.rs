@@ -19,7 +19,7 @@ use crate::event::EventType;
 use crate::expr::{Expect, Program};
 
 /// Retention used when a board does not set one for a period kind.
-pub const DEFAULT_RETENTION: [(PeriodKind, &str); 5] = [
+pub(crate) const DEFAULT_RETENTION: [(PeriodKind, &str); 5] = [
     (PeriodKind::Hour, "2d"),
     (PeriodKind::Day, "35d"),
     (PeriodKind::Week, "10w"),
@@ -65,7 +65,7 @@ pub struct Board {
     pub aggregate: Aggregate,
     pub tie: TieBreak,
     pub order: Order,
-    pub tie_key: TieKey,
+    pub(crate) tie_key: TieKey,
     pub tz: Tz,
     /// Set for a composite board (`order_by`, docs/score-encoding.md). Then `score`,
     /// `aggregate` and `order` are those of its first field.
@@ -75,14 +75,14 @@ pub struct Board {
     pub dense_ranks: bool,
     /// Board option `scope_slot = "board"`: every scope of the board lives
     /// in the board's cluster slot (`{prefix}:{board}@<scope>:<view>`).
-    pub board_slot: bool,
+    pub(crate) board_slot: bool,
     /// Board option `scope_registry`: scope values kept per view for
     /// `scope=*` (0 for unscoped boards, or when turned off).
     pub scope_registry: u64,
 }
 
 /// Scope values a scoped board's registry keeps per view by default.
-pub const DEFAULT_SCOPE_REGISTRY: u64 = 10_000;
+pub(crate) const DEFAULT_SCOPE_REGISTRY: u64 = 10_000;
 
 /// One compiled `order_by` field.
 #[derive(Debug)]
@@ -102,7 +102,7 @@ pub struct Composite {
 impl Board {
     /// Whether views keep a per-member time hash (`K:t`). Composite boards
     /// keep their times in their field hash (`K:f`) instead.
-    pub fn needs_time(&self) -> bool {
+    pub(crate) fn needs_time(&self) -> bool {
         self.composite.is_none()
             && (self.tie != TieBreak::None || self.aggregate == Aggregate::Last)
     }
@@ -116,13 +116,13 @@ impl Board {
         super::keys::instance_tag_in(&self.name, scope, self.board_slot)
     }
 
-    pub fn has_windows(&self) -> bool {
+    pub(crate) fn has_windows(&self) -> bool {
         self.views.iter().any(|v| matches!(v, ViewSpec::Window(_)))
     }
 
     /// Whether any view lives forever (`all`, or no retention): then the
     /// instance's fences must too.
-    pub fn has_unbounded_view(&self) -> bool {
+    pub(crate) fn has_unbounded_view(&self) -> bool {
         self.views.iter().any(|v| {
             matches!(
                 v,
@@ -135,7 +135,7 @@ impl Board {
     }
 
     /// The exact value range this board guarantees, for `rankflow check`.
-    pub fn range_description(&self) -> String {
+    pub(crate) fn range_description(&self) -> String {
         if let Some(c) = &self.composite {
             let range = composite_range(c, self.tie);
             if !self.has_windows() {
@@ -195,7 +195,7 @@ pub struct BoardSet {
     pub boards: Vec<Board>,
     by_event: [Vec<usize>; 3],
     pub key_prefix: String,
-    pub future_skew_ms: i64,
+    pub(crate) future_skew_ms: i64,
 }
 
 impl BoardSet {
@@ -234,7 +234,7 @@ impl BoardSet {
     }
 
     /// Boards that consume `kind`, in config order.
-    pub fn for_event(&self, kind: EventType) -> &[usize] {
+    pub(crate) fn for_event(&self, kind: EventType) -> &[usize] {
         &self.by_event[kind.index()]
     }
 
@@ -248,7 +248,7 @@ fn location(number: usize, name: &str, field: &str) -> String {
 }
 
 /// Parses an IANA zone name; the message gives examples.
-pub fn parse_tz(name: &str) -> Result<Tz, String> {
+pub(crate) fn parse_tz(name: &str) -> Result<Tz, String> {
     name.parse::<Tz>()
         .map_err(|_| format!("unknown IANA time zone {name:?} (e.g. \"UTC\", \"Asia/Shanghai\")"))
 }

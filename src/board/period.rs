@@ -41,15 +41,15 @@ use chrono_tz::Tz;
 
 /// Smallest supported instant: 0001-01-02T00:00:00Z. A day after 0001-01-01 so
 /// that no UTC offset (always < 24 h) can push the local date into year 0.
-pub const MIN_TS_MS: i64 = -62_135_510_400_000;
+pub(crate) const MIN_TS_MS: i64 = -62_135_510_400_000;
 /// Largest supported instant: 9999-12-30T23:59:59.999Z, so that local dates
 /// stay within year 9999 in every zone.
-pub const MAX_TS_MS: i64 = 253_402_214_399_999;
+pub(crate) const MAX_TS_MS: i64 = 253_402_214_399_999;
 
 const HOUR_MS: i64 = 3_600_000;
 
 /// Clamp an arbitrary `i64` timestamp into the supported range.
-pub fn clamp_ts(ts_ms: i64) -> i64 {
+pub(crate) fn clamp_ts(ts_ms: i64) -> i64 {
     ts_ms.clamp(MIN_TS_MS, MAX_TS_MS)
 }
 
@@ -196,7 +196,7 @@ pub enum PeriodError {
 ///
 /// `ts_ms` is clamped into [`MIN_TS_MS`]`..=`[`MAX_TS_MS`] first (see the
 /// module docs); within that range `start_ms <= ts_ms < end_ms` always holds.
-pub fn period_of(kind: PeriodKind, ts_ms: i64, tz: Tz) -> Period {
+pub(crate) fn period_of(kind: PeriodKind, ts_ms: i64, tz: Tz) -> Period {
     if kind == PeriodKind::All {
         return Period::all();
     }
@@ -226,7 +226,7 @@ pub fn next_reset(kind: PeriodKind, now_ms: i64, tz: Tz) -> Option<i64> {
 /// years outside 0001..=9999, week 53 of a 52-week ISO year, and labels the local
 /// clock never shows (the spring-forward `T02`, a day skipped by a date-line
 /// change).
-pub fn parse_period_id(kind: PeriodKind, id: &str, tz: Tz) -> Result<Period, PeriodError> {
+pub(crate) fn parse_period_id(kind: PeriodKind, id: &str, tz: Tz) -> Result<Period, PeriodError> {
     if kind == PeriodKind::All {
         return if id == "all" {
             Ok(Period::all())

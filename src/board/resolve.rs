@@ -35,13 +35,13 @@ pub struct Resolved<'a> {
     /// Until when the key is meant to live, ms (0 = forever): `expire_at`,
     /// or for an archived period the `end + retention` the archiver will
     /// restore. What the instance's fences must outlive.
-    pub keep_until: i64,
+    pub(crate) keep_until: i64,
     /// For a period of an archived view, when it closes (`end + grace`).
-    pub close_at: Option<i64>,
+    pub(crate) close_at: Option<i64>,
     /// For windows, the end of the event's bucket (the log score).
     pub bucket_end: Option<i64>,
     /// Window length, for windows.
-    pub window_ms: Option<i64>,
+    pub(crate) window_ms: Option<i64>,
     /// Start of the period (0 for windows): with the view's index, what
     /// identifies the concrete view without comparing strings.
     pub start: i64,

@@ -3,17 +3,17 @@
 //! member so that Redis's order among equal scores (lexicographic by member)
 //! is the tie-break order. Value and time never share the bits of one double.
 //!
-//! The same encoding is implemented in `src/sink/lua/apply.lua` (`enc`); the
-//! integration tests read boards written by the script through [`decode_member`].
+//! The same encoding is implemented in `src/sink/lua/apply.lua` (`enc`);
+//! readers decode what the script wrote with [`TieKey::decode`].
 
 use super::ranking::{Order, TieBreak};
 
 /// Largest magnitude a score may have and stay exact: 2^53.
-pub const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+pub(crate) const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
 /// Largest event time a tie key holds: 2^48 − 1 ms (year 10889).
-pub const MAX_TIE_TS: i64 = (1 << 48) - 1;
+pub(crate) const MAX_TIE_TS: i64 = (1 << 48) - 1;
 /// Width of the tie key in hex digits.
-pub const TIE_KEY_HEX: usize = 12;
+pub(crate) const TIE_KEY_HEX: usize = 12;
 
 /// How a board's tie key is derived from the time a member reached its score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +30,7 @@ impl TieKey {
     /// Rank lists read the zset in `order`; among equal scores Redis then
     /// orders members by bytes in the same direction, so "earliest first"
     /// needs a key that grows as time shrinks when reading descending.
-    pub fn for_board(tie: TieBreak, order: Order) -> TieKey {
+    pub(crate) fn for_board(tie: TieBreak, order: Order) -> TieKey {
         match (tie, order) {
             (TieBreak::None, _) => TieKey::None,
             (TieBreak::Earliest, Order::Desc) | (TieBreak::Latest, Order::Asc) => {
@@ -57,7 +57,7 @@ impl TieKey {
     }
 
     /// The stored member for `member` whose score was reached at `ts`.
-    pub fn encode(self, member: &str, ts: i64) -> String {
+    pub(crate) fn encode(self, member: &str, ts: i64) -> String {
         match self {
             TieKey::None => member.to_string(),
             _ => format!("{:012x}{member}", self.key(ts.clamp(0, MAX_TIE_TS))),
@@ -77,13 +77,8 @@ impl TieKey {
     }
 }
 
-/// Convenience for readers: decode with the board's settings.
-pub fn decode_member(tie: TieBreak, order: Order, stored: &str) -> Option<(&str, Option<i64>)> {
-    TieKey::for_board(tie, order).decode(stored)
-}
-
 /// Whether a value can be a score without losing precision.
-pub fn is_exact(v: f64) -> bool {
+pub(crate) fn is_exact(v: f64) -> bool {
     v.is_finite() && v.abs() <= MAX_EXACT
 }
 

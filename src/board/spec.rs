@@ -95,10 +95,10 @@ pub struct Globals {
     /// Prefix of every Redis key.
     pub key_prefix: String,
     /// Events further ahead of the clock than this many ms are invalid.
-    pub future_skew_ms: i64,
+    pub(crate) future_skew_ms: i64,
     /// `[archive] grace` in ms when an archive is configured; `None` when
     /// there is none (then no board may list `archive`).
-    pub archive_grace_ms: Option<i64>,
+    pub(crate) archive_grace_ms: Option<i64>,
 }
 
 /// A board definition that cannot be compiled. Messages name the board (by

@@ -22,7 +22,7 @@ use super::period::{day_of, day_start_ms};
 
 /// Upper bound on `L / B`: the board keeps one sorted set per bucket, so memory
 /// is members × buckets.
-pub const MAX_BUCKETS_PER_WINDOW: i64 = 10_000;
+pub(crate) const MAX_BUCKETS_PER_WINDOW: i64 = 10_000;
 
 /// A validated window spec.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -32,12 +32,12 @@ pub struct WindowSpec {
     /// `L` as written, `"3h"`: the view is `win:<label>`.
     pub label: String,
     /// `L` in milliseconds.
-    pub length_ms: i64,
+    pub(crate) length_ms: i64,
     /// `B` in milliseconds (nominal 24 h per day for day buckets).
-    pub bucket_ms: i64,
+    pub(crate) bucket_ms: i64,
     /// `Some(k)` when `B` is a whole number `k` of days: buckets are then `k`
     /// local calendar days rather than fixed-length intervals.
-    pub bucket_days: Option<u32>,
+    pub(crate) bucket_days: Option<u32>,
 }
 
 /// Why a window spec was rejected. Messages are shown to users.
@@ -142,7 +142,7 @@ impl WindowSpec {
     /// is clamped to the supported range of that module (years 0001..=9999), and
     /// a group whose edge falls outside chrono's range saturates to
     /// `i64::MIN` / `i64::MAX`.
-    pub fn bucket_of(&self, ts_ms: i64, tz: Tz) -> (i64, i64) {
+    pub(crate) fn bucket_of(&self, ts_ms: i64, tz: Tz) -> (i64, i64) {
         match self.bucket_days {
             Some(k) => {
                 day_bucket(ts_ms, k, tz).unwrap_or_else(|| fixed_bucket(ts_ms, self.bucket_ms))
@@ -168,7 +168,8 @@ impl WindowSpec {
     /// `now - L`): `L / B` full buckets plus the partly expired oldest one, so
     /// `L / B + 1` (e.g. 181 for `3h/1m`). With day buckets one more, because a
     /// 23 h DST day can pull an extra local day into a fixed-length `L`.
-    pub fn max_buckets(&self) -> i64 {
+    #[cfg(test)]
+    pub(crate) fn max_buckets(&self) -> i64 {
         // `max(1)`: the fields are public, so guard hand-built specs too.
         let full = self.length_ms / self.bucket_ms.max(1);
         match self.bucket_days {

@@ -128,7 +128,7 @@ impl Command {
 }
 
 /// Event types from their names.
-pub fn parse_types(names: &[String]) -> Result<Vec<EventType>, String> {
+pub(crate) fn parse_types(names: &[String]) -> Result<Vec<EventType>, String> {
     names
         .iter()
         .map(|n| EventType::parse(n.trim()).ok_or_else(|| format!("unknown event type {n:?}")))

@@ -12,7 +12,7 @@ use crate::board::period::{PeriodKind, period_of};
 use crate::config::Config;
 
 /// The text `rankflow check` prints for a valid config.
-pub fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
+pub(crate) fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

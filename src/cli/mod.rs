@@ -7,10 +7,11 @@
 
 pub mod args;
 pub mod commands;
-pub mod describe;
+pub(crate) mod describe;
 pub mod error;
-pub mod render;
+pub(crate) mod render;
 
-pub use args::{ArchiveArgs, Cli, Command, ProduceArgs, TopArgs};
+pub use args::{ArchiveArgs, ProduceArgs, TopArgs};
+pub use args::{Cli, Command};
 pub use commands::execute;
 pub use error::CommandError;

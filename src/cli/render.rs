@@ -7,7 +7,7 @@ use crate::archive::runner::{Outcome, Report};
 use crate::reader::List;
 
 /// Renders a board page as a table.
-pub fn render(list: &List) -> String {
+pub(crate) fn render(list: &List) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -64,7 +64,7 @@ pub fn render(list: &List) -> String {
 
 /// The lines `rankflow archive` prints: one per period, then the total;
 /// and whether every period went well.
-pub fn render_archive(reports: &[Report]) -> (String, bool) {
+pub(crate) fn render_archive(reports: &[Report]) -> (String, bool) {
     let mut out = String::new();
     let (mut archived, mut rows, mut other, mut failed) = (0u64, 0u64, 0u64, 0u64);
     for r in reports {

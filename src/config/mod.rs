@@ -19,12 +19,13 @@ use crate::board::{BoardSet, BoardSpec, Globals};
 
 mod env;
 mod error;
-pub mod redact;
+pub(crate) mod redact;
 mod validate;
 pub mod values;
 
 pub use error::ConfigError;
-pub use values::{FixedSpan, Millis, TimeZone};
+pub use values::TimeZone;
+pub use values::{FixedSpan, Millis};
 
 /// The whole file. Unknown keys anywhere are rejected (`deny_unknown_fields`)
 /// so that a typo cannot silently fall back to a default.
@@ -36,7 +37,7 @@ pub struct Config {
     pub timezone: TimeZone,
     /// Events further ahead of the clock than this are invalid (docs/configuration.md).
     #[serde(default = "default_future_skew")]
-    pub max_future_skew: FixedSpan,
+    pub(crate) max_future_skew: FixedSpan,
     pub kafka: KafkaConfig,
     pub redis: RedisConfig,
     #[serde(default)]
@@ -66,7 +67,7 @@ pub struct KafkaConfig {
     /// Messages larger than this are rejected as `too_large` before parsing,
     /// so one huge payload cannot cost a JSON parse of unbounded size.
     #[serde(default = "default_max_event_bytes")]
-    pub max_event_bytes: NonZeroUsize,
+    pub(crate) max_event_bytes: NonZeroUsize,
     /// librdkafka properties passed through as given (to the consumer, the
     /// dead-letter producer and `rankflow produce`).
     #[serde(default)]
@@ -75,7 +76,7 @@ pub struct KafkaConfig {
 
 impl KafkaConfig {
     /// `[kafka.client]` with secret values masked, for printing.
-    pub fn client_redacted(&self) -> BTreeMap<&str, &str> {
+    pub(crate) fn client_redacted(&self) -> BTreeMap<&str, &str> {
         self.client
             .iter()
             .map(|(k, v)| (k.as_str(), redact::property(k, v)))
@@ -116,7 +117,7 @@ impl RedisUrl {
     }
 
     /// The URLs with passwords masked, for printing.
-    pub fn redacted(&self) -> String {
+    pub(crate) fn redacted(&self) -> String {
         self.urls()
             .into_iter()
             .map(redact::url)
@@ -145,7 +146,7 @@ pub struct RedisConfig {
     /// it wrote to have its writes (Redis `WAIT`), so that a failover to a
     /// replica cannot lose acknowledged updates. 0 = do not wait.
     #[serde(default)]
-    pub wait_replicas: u32,
+    pub(crate) wait_replicas: u32,
     /// PEM file of the CA that signed the server certificate, for
     /// `rediss://` URLs; without it the system's trust store is used.
     #[serde(default)]
@@ -228,7 +229,7 @@ pub struct ArchiveConfig {
     pub closed_top: NonZeroUsize,
     /// How often each instance looks for closed periods to archive.
     #[serde(default = "default_archive_interval")]
-    pub interval_ms: Millis,
+    pub(crate) interval_ms: Millis,
     /// Members read from Redis and written per step of a copy: what bounds
     /// the archiver's memory, whatever the board's size.
     #[serde(default = "default_archive_chunk")]
@@ -255,7 +256,7 @@ impl ArchiveConfig {
     }
 
     /// The URL with its password masked, for printing.
-    pub fn url_redacted(&self) -> Option<String> {
+    pub(crate) fn url_redacted(&self) -> Option<String> {
         self.url.as_deref().map(redact::url)
     }
 }
@@ -369,7 +370,7 @@ impl Config {
     }
 
     /// The global settings board compilation needs.
-    pub fn globals(&self) -> Globals {
+    pub(crate) fn globals(&self) -> Globals {
         Globals {
             timezone: self.timezone.0,
             key_prefix: self.redis.key_prefix.clone(),
@@ -387,7 +388,7 @@ impl Config {
 /// Compiles `[[board]]` tables inside a minimal configuration, for the
 /// unit tests of the modules that work on boards.
 #[cfg(test)]
-pub fn test_boards(boards: &str) -> BoardSet {
+pub(crate) fn test_boards(boards: &str) -> BoardSet {
     let text = format!(
         "[kafka]\nbrokers = \"b\"\ntopics = [\"t\"]\n[redis]\nurl = \"redis://127.0.0.1:1\"\n{boards}"
     );

@@ -4,7 +4,7 @@
 //! these functions, so a secret is shown as `***` and never in clear.
 
 /// What replaces a secret.
-pub const MASK: &str = "***";
+pub(crate) const MASK: &str = "***";
 
 /// `url` with the password (userinfo after `:`, or a `password=`/`pass=`
 /// query parameter) replaced by [`MASK`]. A URL without a password comes
@@ -51,7 +51,7 @@ fn mask_query(tail: &str) -> String {
 
 /// Whether a librdkafka property holds a secret (passwords, keys, JAAS and
 /// OAuth settings that may embed credentials).
-pub fn is_secret_property(key: &str) -> bool {
+pub(crate) fn is_secret_property(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     key.contains("password")
         || key.contains("secret")
@@ -68,7 +68,7 @@ pub fn property<'v>(key: &str, value: &'v str) -> &'v str {
 
 /// `text` with every occurrence of a secret `value` masked: for messages
 /// that come from librdkafka and may quote a value they reject.
-pub fn in_text(text: &str, secrets: &[&str]) -> String {
+pub(crate) fn in_text(text: &str, secrets: &[&str]) -> String {
     let mut out = text.to_string();
     for s in secrets.iter().filter(|s| !s.is_empty()) {
         out = out.replace(s, MASK);

@@ -12,7 +12,7 @@ use super::error::ConfigError;
 use super::{Config, redact};
 
 /// URL schemes rankflow connects with: plain TCP, TLS, and a Unix socket.
-pub const REDIS_SCHEMES: &[&str] = &["redis", "rediss", "unix", "redis+unix"];
+pub(crate) const REDIS_SCHEMES: &[&str] = &["redis", "rediss", "unix", "redis+unix"];
 
 impl Config {
     /// Checks the rules that involve more than one value. Types (non-zero
@@ -22,7 +22,7 @@ impl Config {
     /// `redis.wait_replicas` is not compared with the deployment here: only
     /// the server knows how many replicas each primary has, and a single
     /// node with replicas is a valid set-up. [`Config::notes`] explains it.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.validate_kafka()?;
         self.validate_redis()
     }
@@ -135,7 +135,7 @@ impl Config {
 
     /// Remarks about valid settings that an operator should know, printed
     /// by `rankflow check` and logged at start-up.
-    pub fn notes(&self) -> Vec<String> {
+    pub(crate) fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         if self.redis.wait_replicas > 0 {
             notes.push(format!(

@@ -26,25 +26,25 @@ const MIN_BACKLOG_MESSAGES: usize = 10_000;
 /// which fetching pauses; it resumes below half. This, with librdkafka's
 /// `queued.max.messages.kbytes`, bounds the consumer's memory while Redis is
 /// slow or down.
-pub fn backlog_limit(max_events: usize) -> usize {
+pub(crate) fn backlog_limit(max_events: usize) -> usize {
     (max_events * BACKLOG_BATCHES).max(MIN_BACKLOG_MESSAGES)
 }
 
 /// How long a full backlog may stop the loop from polling Kafka before the
 /// partitions are paused and polling resumes (well below any sensible
 /// `max.poll.interval.ms`).
-pub const PAUSE_AFTER: Duration = Duration::from_millis(1000);
+pub(crate) const PAUSE_AFTER: Duration = Duration::from_millis(1000);
 
 /// What the loop must do about fetching.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     Nothing,
     Pause,
     Resume,
 }
 
 #[derive(Debug)]
-pub struct Backpressure {
+pub(crate) struct Backpressure {
     /// Messages held (closed batches plus the one being built) at which
     /// the loop stops taking messages.
     limit: usize,
@@ -58,7 +58,7 @@ impl Backpressure {
     }
 
     /// Looks at the backlog; `paused` is whether the partitions are paused.
-    pub fn observe(&mut self, backlog: usize, paused: bool) -> Step {
+    pub(crate) fn observe(&mut self, backlog: usize, paused: bool) -> Step {
         if backlog >= self.limit {
             let since = *self.since.get_or_insert_with(Instant::now);
             if !paused && since.elapsed() >= PAUSE_AFTER {
@@ -75,7 +75,7 @@ impl Backpressure {
 
     /// Messages are taken unless the backlog is full; once the partitions
     /// are paused, polling goes on (it fetches nothing).
-    pub fn takes_messages(&self, paused: bool) -> bool {
+    pub(crate) fn takes_messages(&self, paused: bool) -> bool {
         self.since.is_none() || paused
     }
 }

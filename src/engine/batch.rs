@@ -55,7 +55,7 @@ impl Batch {
     }
 
     /// When the first message arrived (the `max_delay_ms` measure).
-    pub fn opened_at(&self) -> Option<Instant> {
+    pub(crate) fn opened_at(&self) -> Option<Instant> {
         self.record.opened_at
     }
 
@@ -113,7 +113,7 @@ impl Batch {
     /// Drops everything of the given partitions (they were revoked: their
     /// uncommitted messages will be read again, and counted, by the next
     /// owner).
-    pub fn drop_partitions(&mut self, revoked: &[TopicPartition]) {
+    pub(crate) fn drop_partitions(&mut self, revoked: &[TopicPartition]) {
         let gone = self.record.drop_partitions(revoked);
         if !gone.is_empty() {
             self.updates.drop_partitions(&gone);

@@ -13,9 +13,9 @@ use super::queue::FlushQueue;
 use super::run::ConsumerLoop;
 
 /// Part of the 10 s shutdown budget spent waiting for Redis...
-pub const SHUTDOWN_FLUSH_BUDGET: Duration = Duration::from_secs(7);
+pub(crate) const SHUTDOWN_FLUSH_BUDGET: Duration = Duration::from_secs(7);
 /// ...and for the final offset commit.
-pub const COMMIT_BUDGET: Duration = Duration::from_secs(2);
+pub(crate) const COMMIT_BUDGET: Duration = Duration::from_secs(2);
 
 impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
     pub(super) async fn drain(&mut self) {

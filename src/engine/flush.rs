@@ -29,7 +29,7 @@ const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// The result of a flush task.
-pub enum Flushed {
+pub(crate) enum Flushed {
     /// Applied: the batch back with its report and how long applying took.
     Applied(Box<Batch>, FlushReport, Duration),
     /// Given up (shutdown, or the flush before it was not applied): nothing
@@ -37,13 +37,13 @@ pub enum Flushed {
     Abandoned,
     /// Redis lost state before the batch could be applied: nothing was
     /// applied, and the consumer must re-read from Redis's positions before
-    /// applying anything else. The batch comes back for its offsets.
-    LostState(Box<Batch>),
+    /// applying anything else.
+    LostState,
 }
 
 /// What flush tasks share.
 #[derive(Clone)]
-pub struct Flusher {
+pub(crate) struct Flusher {
     /// Writes the batches' updates to Redis.
     pub writer: Arc<Writer>,
     /// The clock a batch is applied at (window cutoffs, closes).
@@ -51,7 +51,7 @@ pub struct Flusher {
     /// Told whether Redis is reachable.
     pub health: Arc<Health>,
     /// Where invalid messages go, when a dead-letter topic is configured.
-    pub dead_letters: Option<DeadLetters>,
+    pub(crate) dead_letters: Option<DeadLetters>,
 }
 
 impl Flusher {
@@ -92,7 +92,7 @@ impl Flusher {
         let mut delivered = vec![false; batch.record.dead_letters.len()];
         loop {
             if self.writer.store().epoch() != scripts.epoch {
-                return Flushed::LostState(Box::new(batch));
+                return Flushed::LostState;
             }
             match self
                 .attempt(&batch, &prepared, &scripts, &mut delivered)
@@ -108,7 +108,7 @@ impl Flusher {
                 }
                 Err(Failure::Redis(e @ StoreError::LostState)) => {
                     self.failed(&e, RedisCall::LostState, batch.messages(), Duration::ZERO);
-                    return Flushed::LostState(Box::new(batch));
+                    return Flushed::LostState;
                 }
                 Err(Failure::Redis(e)) => {
                     self.health.redis_failed(&e.to_string());

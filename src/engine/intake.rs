@@ -15,7 +15,7 @@ use crate::telemetry::{DlqReason, Outcome};
 
 use super::batch::{Batch, Taken};
 
-pub struct Intake {
+pub(crate) struct Intake {
     boards: Arc<BoardSet>,
     decoder: Arc<Decoder>,
     resolver: Resolver,

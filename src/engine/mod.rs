@@ -41,6 +41,5 @@ mod setup;
 #[cfg(test)]
 mod tests;
 
-pub use backpressure::backlog_limit;
-pub use flush::{Flushed, Flusher};
-pub use setup::Engine;
+pub(crate) use flush::Flusher;
+pub(crate) use setup::Engine;

@@ -27,10 +27,10 @@ use crate::source::TopicPartition;
 
 /// Where each partition of a lookup restarts: the position recorded in
 /// Redis, or the lookup's fallback (`None`: where Kafka has it).
-pub type ResumeAt = Vec<(TopicPartition, Option<Offset>)>;
+pub(crate) type ResumeAt = Vec<(TopicPartition, Option<Offset>)>;
 
 #[derive(Debug, Default)]
-pub struct Partitions {
+pub(crate) struct Partitions {
     assigned: HashSet<TopicPartition>,
     /// Assigned partitions kept paused until their resume position is known,
     /// with the fallback their lookup uses when Redis has no position.
@@ -84,7 +84,7 @@ impl Partitions {
     /// Every assigned partition awaits its position again, falling back to
     /// `fallback` where Redis has none. Returns the lookup's generation and
     /// the partitions to pause and look up.
-    pub fn rewind(&mut self, fallback: Option<Offset>) -> (u64, ResumeAt) {
+    pub(crate) fn rewind(&mut self, fallback: Option<Offset>) -> (u64, ResumeAt) {
         for p in &self.assigned {
             self.awaiting.insert(p.clone(), fallback);
         }
@@ -119,7 +119,7 @@ impl Partitions {
 
     /// librdkafka reports the fetchers of `parts` started: the held ones
     /// among them are ready to seek and resume.
-    pub fn fetchers_started(&mut self, parts: &[TopicPartition]) -> ResumeAt {
+    pub(crate) fn fetchers_started(&mut self, parts: &[TopicPartition]) -> ResumeAt {
         let mut ready = Vec::new();
         for p in parts {
             if !self.assigned.contains(p) {
@@ -136,7 +136,7 @@ impl Partitions {
     /// Assigned partitions whose fetcher has not started `after` their
     /// assignment (at `now`), with how long they have waited; each is
     /// returned once per assignment.
-    pub fn overdue_starts(
+    pub(crate) fn overdue_starts(
         &mut self,
         now: Instant,
         after: Duration,
@@ -162,19 +162,19 @@ impl Partitions {
             .collect()
     }
 
-    pub fn is_assigned(&self, part: &TopicPartition) -> bool {
+    pub(crate) fn is_assigned(&self, part: &TopicPartition) -> bool {
         self.assigned.contains(part)
     }
 
-    pub fn assigned_count(&self) -> usize {
+    pub(crate) fn assigned_count(&self) -> usize {
         self.assigned.len()
     }
 
-    pub fn paused(&self) -> bool {
+    pub(crate) fn paused(&self) -> bool {
         self.paused
     }
 
-    pub fn set_paused(&mut self, paused: bool) {
+    pub(crate) fn set_paused(&mut self, paused: bool) {
         self.paused = paused;
     }
 }

@@ -78,10 +78,10 @@ impl Source for KafkaConsumer {
 }
 
 /// Partition → the position recorded in Redis (absent when it has none).
-pub type Positions = HashMap<TopicPartition, i64>;
+pub(crate) type Positions = HashMap<TopicPartition, i64>;
 
 /// What the loop asks of the Redis side.
-pub trait Sink: Send + Sync + 'static {
+pub(crate) trait Sink: Send + Sync + 'static {
     /// Spawns the flush of `batch` after the flush that `previous` reports
     /// on; the receiver returned tells the next flush whether this one was
     /// applied (see [`Flusher::start`]).

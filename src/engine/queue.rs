@@ -25,17 +25,17 @@ use super::port::Sink;
 use crate::source::TopicPartition;
 
 /// Flushes running at once: one applying, one encoding behind it.
-pub const FLUSHES_IN_FLIGHT: usize = 2;
+pub(crate) const FLUSHES_IN_FLIGHT: usize = 2;
 
 /// What is left at shutdown, in order.
-pub struct Leftover {
-    pub inflight: VecDeque<JoinHandle<Flushed>>,
+pub(crate) struct Leftover {
+    pub(crate) inflight: VecDeque<JoinHandle<Flushed>>,
     /// Closed batches, then the one being built.
     pub closed: VecDeque<Batch>,
     pub previous: Option<oneshot::Receiver<bool>>,
 }
 
-pub struct FlushQueue {
+pub(crate) struct FlushQueue {
     building: Batch,
     closed: VecDeque<Batch>,
     /// The front one is being applied; the one behind it encodes its calls
@@ -62,12 +62,12 @@ impl FlushQueue {
         }
     }
 
-    pub fn building(&mut self) -> &mut Batch {
+    pub(crate) fn building(&mut self) -> &mut Batch {
         &mut self.building
     }
 
     /// Closes the building batch once it holds `max_events` messages.
-    pub fn message_taken(&mut self) {
+    pub(crate) fn message_taken(&mut self) {
         if self.building.messages() >= self.max_events {
             self.close();
             self.due = false;
@@ -91,7 +91,7 @@ impl FlushQueue {
 
     /// The building batch is `max_delay` old: it closes now if a flush can
     /// start at once, otherwise it is due and keeps growing (group commit).
-    pub fn timer_fired(&mut self) {
+    pub(crate) fn timer_fired(&mut self) {
         if self.building.is_empty() {
             return;
         }
@@ -104,7 +104,7 @@ impl FlushQueue {
 
     /// Closes a due batch once a slot is free and starts the flushes that
     /// fit, in order.
-    pub fn start_flushes(&mut self, sink: &dyn Sink, shutdown: &watch::Receiver<bool>) {
+    pub(crate) fn start_flushes(&mut self, sink: &dyn Sink, shutdown: &watch::Receiver<bool>) {
         if self.due && (self.building.is_empty() || self.inflight.len() < FLUSHES_IN_FLIGHT) {
             self.due = false;
             self.close();
@@ -123,13 +123,13 @@ impl FlushQueue {
         self.building.messages() + self.closed.iter().map(Batch::messages).sum::<usize>()
     }
 
-    pub fn has_inflight(&self) -> bool {
+    pub(crate) fn has_inflight(&self) -> bool {
         !self.inflight.is_empty()
     }
 
     /// The oldest flush's result, once it is done (pending forever when
     /// none is in flight: the loop's `select!` guards that branch).
-    pub async fn next_done(&mut self) -> Result<Flushed, JoinError> {
+    pub(crate) async fn next_done(&mut self) -> Result<Flushed, JoinError> {
         let result = match self.inflight.front_mut() {
             Some(h) => h.await,
             None => std::future::pending().await,
@@ -141,14 +141,14 @@ impl FlushQueue {
     /// A flush was not applied (Redis lost state, or the task failed): the
     /// flushes behind it give up on their own, and the next one waits for
     /// nothing before it.
-    pub fn break_chain(&mut self) {
+    pub(crate) fn break_chain(&mut self) {
         self.previous = None;
     }
 
     /// Revoked partitions: their unacknowledged messages will be read (and
     /// counted) again by the next owner; applying them here too would only
     /// be skipped by the fences, so they leave the batches not yet sent.
-    pub fn drop_partitions(&mut self, parts: &[TopicPartition]) {
+    pub(crate) fn drop_partitions(&mut self, parts: &[TopicPartition]) {
         self.building.drop_partitions(parts);
         for b in self.closed.iter_mut() {
             b.drop_partitions(parts);
@@ -156,14 +156,14 @@ impl FlushQueue {
     }
 
     /// A rewind: everything not yet sent is read again.
-    pub fn discard_unsent(&mut self) {
+    pub(crate) fn discard_unsent(&mut self) {
         self.building = Batch::default();
         self.closed.clear();
         self.due = false;
     }
 
     /// Shutdown: what is in flight and in hand, in order.
-    pub fn into_leftover(mut self) -> Leftover {
+    pub(crate) fn into_leftover(mut self) -> Leftover {
         self.close();
         Leftover {
             inflight: self.inflight,

@@ -33,14 +33,14 @@ pub struct PartState {
     pub partition: i32,
     /// Lowest and highest offset taken into the batch (applied, filtered
     /// or invalid); `last_offset` is -1 once the partition was revoked.
-    pub first_offset: i64,
-    pub last_offset: i64,
+    pub(crate) first_offset: i64,
+    pub(crate) last_offset: i64,
 }
 
 /// Counts per (partition index, event type, outcome) for
 /// `rankflow_events_total`: filtered, invalid and late-on-arrival events
 /// (applied ones are settled after the flush, from [`Record::applied`]).
-pub type OutcomeCounts = HashMap<(u16, Option<EventType>, Outcome), u64>;
+pub(crate) type OutcomeCounts = HashMap<(u16, Option<EventType>, Outcome), u64>;
 
 /// An event with at least one update in the batch: `applied` if Redis
 /// takes one of them.
@@ -62,7 +62,7 @@ pub struct Settled {
     /// (topic, event type, outcome) → events.
     pub outcomes: Vec<(Arc<str>, Option<EventType>, Outcome, u64)>,
     /// Event times of the events counted `applied`.
-    pub applied_ts: Vec<i64>,
+    pub(crate) applied_ts: Vec<i64>,
 }
 
 /// The engine's record of one batch.
@@ -71,7 +71,7 @@ pub struct Record {
     /// Messages taken (the `max_events` measure).
     pub messages: usize,
     /// When the first message arrived (the `max_delay_ms` measure).
-    pub opened_at: Option<Instant>,
+    pub(crate) opened_at: Option<Instant>,
     /// Every partition the batch took a message of, by index.
     pub parts: Vec<PartState>,
     part_index: HashMap<TopicPartition, u16>,
@@ -80,7 +80,7 @@ pub struct Record {
     /// Events with at least one update, in arrival order.
     pub applied: Vec<AppliedEvent>,
     /// Messages that are not valid events, for the dead-letter topic.
-    pub dead_letters: Vec<DeadLetter>,
+    pub(crate) dead_letters: Vec<DeadLetter>,
 }
 
 impl Record {
@@ -126,7 +126,7 @@ impl Record {
     /// Drops everything of the given partitions (they were revoked: their
     /// uncommitted messages will be read again, and counted, by the next
     /// owner); returns the indices they had.
-    pub fn drop_partitions(&mut self, revoked: &[TopicPartition]) -> Vec<u16> {
+    pub(crate) fn drop_partitions(&mut self, revoked: &[TopicPartition]) -> Vec<u16> {
         let gone: Vec<u16> = revoked
             .iter()
             .filter_map(|k| self.part_index.get(k).copied())
@@ -149,7 +149,7 @@ impl Record {
     }
 
     /// Offsets to commit once the batch is acknowledged: next offset per partition.
-    pub fn commit_offsets(&self) -> impl Iterator<Item = (&Arc<str>, i32, i64)> {
+    pub(crate) fn commit_offsets(&self) -> impl Iterator<Item = (&Arc<str>, i32, i64)> {
         self.parts
             .iter()
             .filter(|p| p.last_offset >= 0)

@@ -12,7 +12,7 @@ use crate::telemetry::events;
 use super::batch::Batch;
 
 /// Emits all of a batch's metrics and log lines.
-pub fn emit_batch(
+pub(crate) fn emit_batch(
     boards: &BoardSet,
     batch: &Batch,
     report: &FlushReport,

@@ -19,16 +19,16 @@ const RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// A lookup's answer.
 #[derive(Debug)]
-pub struct Resume {
+pub(crate) struct Resume {
     /// Assignment generation the lookup belongs to.
-    pub generation: u64,
+    pub(crate) generation: u64,
     pub offsets: ResumeAt,
 }
 
 /// Reads the positions of `parts` and sends them to `tx`. A partition
 /// without a position in Redis resumes at its fallback (`None`: where Kafka
 /// has it). Gives up only at shutdown.
-pub fn look_up<S: Sink + ?Sized>(
+pub(crate) fn look_up<S: Sink + ?Sized>(
     sink: Arc<S>,
     generation: u64,
     parts: ResumeAt,

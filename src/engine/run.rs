@@ -56,7 +56,7 @@ impl Engine {
 
 impl<Src: Source, Snk: Sink> Engine<Src, Snk> {
     /// Runs the loop on the given message stream (chunks of messages).
-    pub async fn run_on<M, St>(self, messages: St, shutdown: watch::Receiver<bool>)
+    pub(crate) async fn run_on<M, St>(self, messages: St, shutdown: watch::Receiver<bool>)
     where
         M: Message,
         St: Stream<Item = Vec<KafkaResult<M>>> + Unpin,
@@ -329,7 +329,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
                 false
             }
             Ok(Flushed::Abandoned) => false,
-            Ok(Flushed::LostState(_)) => {
+            Ok(Flushed::LostState) => {
                 // Not applied: it is read again with the rest. The flush
                 // behind it gives up (it waits for this one), so the chain
                 // starts afresh.

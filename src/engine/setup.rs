@@ -20,7 +20,7 @@ use super::port::{Sink, Source};
 
 /// What the loop needs, built by the application wiring (`app`): by default
 /// the librdkafka consumer and the Redis [`Flusher`].
-pub struct Engine<Src: Source = KafkaConsumer, Snk: Sink = Flusher> {
+pub(crate) struct Engine<Src: Source = KafkaConsumer, Snk: Sink = Flusher> {
     pub boards: Arc<BoardSet>,
     pub decoder: Arc<Decoder>,
     pub consumer: Arc<Src>,
@@ -29,9 +29,9 @@ pub struct Engine<Src: Source = KafkaConsumer, Snk: Sink = Flusher> {
     pub health: Arc<Health>,
     pub batch: BatchConfig,
     /// Longest payload copied into a dead letter.
-    pub max_event_bytes: usize,
+    pub(crate) max_event_bytes: usize,
     /// Woken when a flush reports window evictions left over.
-    pub trim_wanted: Arc<Notify>,
+    pub(crate) trim_wanted: Arc<Notify>,
     /// Applies batches (and writes dead letters and positions).
-    pub flusher: Snk,
+    pub(crate) flusher: Snk,
 }

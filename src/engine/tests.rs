@@ -14,8 +14,9 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use super::flush::Flushed;
 use super::port::{Positions, Sink, Source};
-use super::{Engine, Flushed};
+use super::setup::Engine;
 use crate::board::BoardSet;
 use crate::clock::ManualClock;
 use crate::config::{BatchConfig, Millis};
@@ -506,7 +507,7 @@ fn the_backlog_holds_one_batch_beyond_those_in_flight_and_never_fewer_than_10000
         (100_000, 100_000),
     ] {
         assert_eq!(
-            super::backlog_limit(max_events),
+            super::backpressure::backlog_limit(max_events),
             limit,
             "max_events {max_events}"
         );

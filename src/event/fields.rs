@@ -73,7 +73,8 @@ impl Fields {
 
     /// All fields as one JSON object (for tests and diagnostics; the hot
     /// path never builds it).
-    pub fn to_map(&self) -> Map<String, Value> {
+    #[cfg(test)]
+    pub(crate) fn to_map(&self) -> Map<String, Value> {
         let mut map = self.extra.clone();
         for (key, value) in Key::ALL.iter().zip(&self.known) {
             if let Some(v) = value {

@@ -6,7 +6,7 @@ use super::error::DecodeError;
 
 /// Bytes an id may have (docs/events.md: strings of 1–128 bytes). JSON Schema's
 /// `maxLength` counts characters, so the byte limit is checked here as well.
-pub const MAX_ID_BYTES: usize = 128;
+pub(crate) const MAX_ID_BYTES: usize = 128;
 
 pub(super) fn check_id_bytes(field: &str, id: &str) -> Result<(), DecodeError> {
     if id.is_empty() || id.len() > MAX_ID_BYTES {

@@ -43,7 +43,7 @@ impl EventType {
 
     /// Fields declared by this type's schema (for warnings about rules that
     /// read fields producers are not known to send).
-    pub fn declared_fields(self) -> &'static [&'static str] {
+    pub(crate) fn declared_fields(self) -> &'static [&'static str] {
         const COMMON: [&str; 3] = ["type", "event_id", "ts"];
         match self {
             EventType::Gift => &[

@@ -86,8 +86,8 @@ impl Tok {
 /// A token and its 1-based character column.
 #[derive(Debug, Clone)]
 pub(crate) struct Token {
-    pub tok: Tok,
-    pub pos: usize,
+    pub(crate) tok: Tok,
+    pub(crate) pos: usize,
 }
 
 fn err(pos: usize, message: impl Into<String>) -> CompileError {

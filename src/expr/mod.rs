@@ -64,10 +64,11 @@ pub use value::Value;
 
 /// Longest accepted source, in bytes; rules are short and this keeps
 /// compile time and memory bounded for hostile input.
-pub const MAX_SOURCE_LEN: usize = 4096;
+pub(crate) const MAX_SOURCE_LEN: usize = 4096;
 
 /// Maximum nesting depth of an expression.
-pub const MAX_NESTING: usize = parser::MAX_DEPTH;
+#[cfg(test)]
+pub(crate) const MAX_NESTING: usize = parser::MAX_DEPTH;
 
 /// The result kind a caller needs from a program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -59,7 +59,7 @@ pub(crate) enum UnOp {
 #[derive(Debug, Clone)]
 pub(crate) struct Ast {
     pub kind: AstKind,
-    pub pos: usize,
+    pub(crate) pos: usize,
     /// Height of this subtree (a leaf is 1), bounded by `MAX_DEPTH`.
     pub height: usize,
 }

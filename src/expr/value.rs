@@ -35,7 +35,7 @@ pub enum Value<'e> {
 
 impl<'e> Value<'e> {
     /// The CEL-style name of this value's type, for messages.
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         self.kind().name()
     }
 

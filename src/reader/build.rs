@@ -43,8 +43,8 @@ const MAXT: i64 = (1 << 48) - 1;
 /// call: about 40 ms of Redis for a plain board (`ZUNIONSTORE`, ~0.8 µs an
 /// entry), and for a tie-break board, whose script decodes every entry
 /// (~5 µs), a fifth of that.
-pub const INLINE_MAX_PLAIN: u64 = 50_000;
-pub const INLINE_MAX_TIE: u64 = 10_000;
+pub(crate) const INLINE_MAX_PLAIN: u64 = 50_000;
+pub(crate) const INLINE_MAX_TIE: u64 = 10_000;
 
 /// Renames a built union over the result key, in one step.
 const FINISH_LUA: &str = r#"

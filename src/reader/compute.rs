@@ -22,10 +22,10 @@ use super::script::ReadScript;
 use crate::sink::store::{Store, StoreError};
 
 /// The union script.
-pub const UNION_LUA: &str = include_str!("union.lua");
+pub(crate) const UNION_LUA: &str = include_str!("union.lua");
 
 /// Default time to live of a union's result (`[http] union_cache`).
-pub const DEFAULT_UNION_CACHE_MS: i64 = 1_000;
+pub(crate) const DEFAULT_UNION_CACHE_MS: i64 = 1_000;
 
 /// How much longer than `union_cache` a result outlives its freshness
 /// marker (at most its own TTL): time enough for a read that was told the
@@ -186,7 +186,7 @@ impl Unions {
 #[derive(Clone, Copy)]
 pub(super) struct Trim<'a> {
     pub boards: &'a crate::board::BoardSet,
-    pub board_index: usize,
+    pub(crate) board_index: usize,
     pub now_ms: i64,
 }
 

@@ -27,7 +27,7 @@ pub(super) struct UnionPlan {
     pub trims: Vec<String>,
     /// Whether the sources lie in several cluster slots (a union of scopes
     /// of a board in the default layout): refused on a Redis Cluster.
-    pub cross_slot: bool,
+    pub(crate) cross_slot: bool,
     pub aggregate: &'static str,
     pub tie: &'static str,
 }

@@ -8,22 +8,22 @@
 use super::error::BadParam;
 
 /// Most ids one members read takes (docs/http-api.md).
-pub const MAX_IDS: usize = 1000;
+pub(crate) const MAX_IDS: usize = 1000;
 
 /// Largest page a read may ask for (`limit`).
-pub const MAX_LIMIT: usize = 1000;
+pub(crate) const MAX_LIMIT: usize = 1000;
 
 /// Largest `offset`: a Redis sorted set holds at most 2^32 − 1 members, so no
 /// board has a rank past this, and `offset + limit` stays far inside the
 /// signed 64-bit indices `ZRANGE` takes.
-pub const MAX_OFFSET: usize = 4_294_967_295;
+pub(crate) const MAX_OFFSET: usize = 4_294_967_295;
 
 /// Largest `radius` of an `around` read: the page is at most
 /// `2 × radius + 1` entries, about [`MAX_LIMIT`].
-pub const MAX_RADIUS: usize = MAX_LIMIT / 2;
+pub(crate) const MAX_RADIUS: usize = MAX_LIMIT / 2;
 
 /// Most scopes one request may list.
-pub const MAX_LISTED_SCOPES: usize = 1_000;
+pub(crate) const MAX_LISTED_SCOPES: usize = 1_000;
 
 /// What a read asks for.
 #[derive(Debug, Clone, Default)]
@@ -50,7 +50,7 @@ impl ScopeUnion {
     /// scope, a union of the distinct values listed (in the order given), or
     /// `*` for every scope. `*` with other values, or more than
     /// [`MAX_LISTED_SCOPES`] values, is refused.
-    pub fn choose(given: &[&str]) -> Result<(Option<String>, Option<ScopeUnion>), BadParam> {
+    pub(crate) fn choose(given: &[&str]) -> Result<(Option<String>, Option<ScopeUnion>), BadParam> {
         let mut distinct: Vec<&str> = Vec::with_capacity(given.len());
         for s in given {
             if !distinct.contains(s) {
@@ -92,7 +92,7 @@ impl ScopeUnion {
 
 /// `Err` naming `param` unless `value <= max`. The message is the one the
 /// HTTP API gives for a number it cannot parse, so both read the same.
-pub fn check_bound(param: &str, value: usize, max: usize) -> Result<(), BadParam> {
+pub(crate) fn check_bound(param: &str, value: usize, max: usize) -> Result<(), BadParam> {
     if value <= max {
         Ok(())
     } else {
@@ -101,7 +101,7 @@ pub fn check_bound(param: &str, value: usize, max: usize) -> Result<(), BadParam
 }
 
 /// The error for a count parameter that is not a whole number in `0..=max`.
-pub fn out_of_range(param: &str, given: &str, max: usize) -> BadParam {
+pub(crate) fn out_of_range(param: &str, given: &str, max: usize) -> BadParam {
     BadParam::new(
         param,
         format!("{param} must be a whole number from 0 to {max}, got {given:?}"),

@@ -30,7 +30,7 @@ use crate::sink::store::{Store, StoreError};
 /// The read script.
 /// The read script, behind the prelude it shares with the apply script
 /// (how members are stored, the dense-rank index entries).
-pub const RANKS_LUA: &str = concat!(
+pub(crate) const RANKS_LUA: &str = concat!(
     include_str!("../sink/lua/composite.lua"),
     include_str!("ranks.lua")
 );
@@ -38,7 +38,7 @@ pub const RANKS_LUA: &str = concat!(
 /// Most dense steps one script call takes: a step costs about 7 µs of
 /// Redis (measured on a million-member board), so a call blocks Redis for
 /// about 7 ms at most.
-pub const DENSE_BUDGET: u64 = 1_000;
+pub(crate) const DENSE_BUDGET: u64 = 1_000;
 
 /// How ranks are numbered among equal values.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -77,7 +77,7 @@ impl RankStyle {
 /// Within a page, a new value's competition rank is its first holder's
 /// ordinal rank, and its dense rank is one more than the previous value's.
 #[derive(Debug, Clone, Copy)]
-pub struct Styler {
+pub(crate) struct Styler {
     style: RankStyle,
     better: u64,
 }

@@ -28,7 +28,7 @@ use crate::board::model::Board;
 use crate::sink::store::{Store, StoreError};
 
 /// Most board keys one union may read (scopes × periods).
-pub const MAX_UNION_KEYS: usize = 50_000;
+pub(crate) const MAX_UNION_KEYS: usize = 50_000;
 
 fn bad_scope(message: impl Into<String>) -> ReadError {
     ReadError::bad("scope", message)

@@ -10,7 +10,7 @@ use redis::Value;
 use crate::sink::store::{Store, StoreError};
 
 /// One script: its name (for logs), its text and the cached SHA1.
-pub struct ReadScript {
+pub(crate) struct ReadScript {
     name: &'static str,
     text: &'static str,
     sha: RwLock<Option<String>>,

@@ -26,7 +26,7 @@ use crate::board::period::{Period, PeriodKind, parse_period_id, period_of};
 
 /// Most periods one union covers when the board keeps that period kind
 /// forever (no retention): about 13 months of days, 16 days of hours.
-pub const MAX_UNION_PERIODS: u32 = 400;
+pub(crate) const MAX_UNION_PERIODS: u32 = 400;
 
 /// The unit letters of `last:<N><unit>`, and the period kind each reads.
 const UNITS: [(&str, PeriodKind); 5] = [
@@ -39,7 +39,7 @@ const UNITS: [(&str, PeriodKind); 5] = [
 
 /// How a scoped board's scopes may be read as one (`GET /v1/boards`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct ScopeUnionOffer {
+pub(crate) struct ScopeUnionOffer {
     /// `scope=a&scope=b`, up to this many scopes.
     pub max_listed: usize,
     /// `scope=*`: scope values each view's registry keeps (0: not offered).
@@ -50,7 +50,7 @@ pub struct ScopeUnionOffer {
 }
 
 /// The unions of scopes `board` offers, if any.
-pub fn scope_offer(board: &Board) -> Option<ScopeUnionOffer> {
+pub(crate) fn scope_offer(board: &Board) -> Option<ScopeUnionOffer> {
     (board.scope.is_some() && unsupported(board).is_none()).then_some(ScopeUnionOffer {
         max_listed: MAX_LISTED_SCOPES,
         registry: board.scope_registry,
@@ -60,7 +60,7 @@ pub fn scope_offer(board: &Board) -> Option<ScopeUnionOffer> {
 
 /// A union view the board offers, as `GET /v1/boards` lists it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct UnionOffer {
+pub(crate) struct UnionOffer {
     /// `last:<N>d`: any N from 1 to `max_n`.
     pub view: String,
     pub max_n: u32,
@@ -150,7 +150,7 @@ pub(super) fn unsupported(board: &Board) -> Option<String> {
 }
 
 /// The union views `board` offers, shortest period first.
-pub fn offered(board: &Board) -> Vec<UnionOffer> {
+pub(crate) fn offered(board: &Board) -> Vec<UnionOffer> {
     if unsupported(board).is_some() {
         return Vec::new();
     }

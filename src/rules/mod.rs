@@ -25,7 +25,7 @@ use crate::telemetry::DlqReason;
 
 /// Longest member or scope value, in bytes. Ids are at most 128 bytes; this
 /// leaves room for composed members while keeping keys and entries small.
-pub const MAX_MEMBER_BYTES: usize = 512;
+pub(crate) const MAX_MEMBER_BYTES: usize = 512;
 
 /// One board's update from one event, before views are resolved.
 #[derive(Debug, Clone, PartialEq)]

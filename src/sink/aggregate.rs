@@ -26,7 +26,7 @@ impl Agg {
     }
 
     /// Folds `other` into `self` under `rule`.
-    pub fn combine(&mut self, rule: Aggregate, other: Agg) {
+    pub(crate) fn combine(&mut self, rule: Aggregate, other: Agg) {
         match rule {
             Aggregate::Sum => exact_sum(self, other),
             Aggregate::Max => {
@@ -54,15 +54,15 @@ impl Agg {
 /// was reached, combined field by field with the field's own rule. The
 /// tuple's tie time is the latest of its fields' times: when the member
 /// reached its current tuple. A field without a value is `None`.
-pub type FieldAggs = [Option<Agg>; MAX_FIELDS];
+pub(crate) type FieldAggs = [Option<Agg>; MAX_FIELDS];
 
 /// One event's field values at time `ts`.
-pub fn field_aggs(values: &Values, ts: i64) -> FieldAggs {
+pub(crate) fn field_aggs(values: &Values, ts: i64) -> FieldAggs {
     values.map(|v| v.map(|v| Agg::new(v as f64, ts)))
 }
 
 /// Folds `other` into `acc` field by field under `layout`'s rules.
-pub fn combine_fields(layout: &Layout, acc: &mut FieldAggs, other: &FieldAggs) {
+pub(crate) fn combine_fields(layout: &Layout, acc: &mut FieldAggs, other: &FieldAggs) {
     for (i, f) in layout.fields.iter().enumerate() {
         match (&mut acc[i], other[i]) {
             (Some(a), Some(b)) if f.aggregate == Aggregate::Sum => exact_sum(a, b),

@@ -10,9 +10,9 @@ use super::scopes::ScopeCache;
 
 /// The caches of one store epoch.
 #[derive(Debug, Default)]
-pub struct Caches {
+pub(crate) struct Caches {
     /// Key expiries sent.
-    pub expiries: ExpiryCache,
+    pub(crate) expiries: ExpiryCache,
     /// Archived periods registered in the due set.
     pub due: Registered,
     /// Scope values registered in the views' scope registries.
@@ -23,7 +23,7 @@ pub struct Caches {
 
 impl Caches {
     /// Forgets everything if the store's epoch moved (Redis lost its state).
-    pub fn sync_epoch(&mut self, epoch: u64) {
+    pub(crate) fn sync_epoch(&mut self, epoch: u64) {
         if epoch != self.epoch {
             self.forget();
             self.epoch = epoch;
@@ -31,7 +31,7 @@ impl Caches {
     }
 
     /// Forgets everything: every write is sent again once.
-    pub fn forget(&mut self) {
+    pub(crate) fn forget(&mut self) {
         self.expiries.clear();
         self.due.clear();
         self.scopes.clear();

@@ -10,7 +10,7 @@ use crate::board::keys;
 
 /// Updates one call may carry: the script blocks Redis while it runs, so a
 /// call is kept to a few milliseconds.
-pub const MAX_UPDATES_PER_CALL: usize = 4000;
+pub(crate) const MAX_UPDATES_PER_CALL: usize = 4000;
 
 /// One board instance inside a call.
 #[derive(Debug, Clone)]
@@ -33,25 +33,25 @@ pub struct Call {
     /// filled in per attempt so a retried call uses the clock of its attempt.
     cutoffs: Vec<(usize, i64)>,
     /// Expiries this call sets, to remember once Redis acknowledged it.
-    pub expiries: Vec<(String, i64)>,
+    pub(crate) expiries: Vec<(String, i64)>,
     /// Partition groups left out because they were applied already.
     updates: usize,
 }
 
 /// One instance's keys and arguments, ready to be appended to a call.
-pub struct Encoded {
+pub(crate) struct Encoded {
     pub member: Member,
     pub keys: Vec<String>,
     pub args: Vec<Vec<u8>>,
-    pub cutoffs: Vec<(usize, i64)>,
-    pub expiries: Vec<(String, i64)>,
+    pub(crate) cutoffs: Vec<(usize, i64)>,
+    pub(crate) expiries: Vec<(String, i64)>,
     pub updates: usize,
 }
 
 /// Groups encoded instances into calls: same group key (slot, or one group
 /// on a single node), at most [`MAX_UPDATES_PER_CALL`] updates per call
 /// unless one instance alone has more.
-pub fn pack(encoded: Vec<(u32, Encoded)>) -> Vec<Call> {
+pub(crate) fn pack(encoded: Vec<(u32, Encoded)>) -> Vec<Call> {
     let mut by_group: BTreeMap<u32, Vec<Call>> = BTreeMap::new();
     for (group, e) in encoded {
         let calls = by_group.entry(group).or_default();
@@ -84,14 +84,14 @@ pub fn pack(encoded: Vec<(u32, Encoded)>) -> Vec<Call> {
 
 /// How instances may share a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Grouping {
+pub(crate) enum Grouping {
     /// Single node: any instances together.
     Any,
     /// Redis Cluster: only instances of the same hash slot.
     BySlot,
 }
 
-pub fn group_of(grouping: Grouping, tag: &str) -> u32 {
+pub(crate) fn group_of(grouping: Grouping, tag: &str) -> u32 {
     match grouping {
         Grouping::Any => 0,
         Grouping::BySlot => u32::from(keys::hash_slot(tag)),

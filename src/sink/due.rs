@@ -28,13 +28,13 @@ const MAX_ENTRIES: usize = 100_000;
 
 /// Due-set members this consumer registered, and when.
 #[derive(Debug, Default)]
-pub struct Registered {
+pub(crate) struct Registered {
     entries: HashMap<String, Instant>,
 }
 
 impl Registered {
     /// Whether `member` needs registering (again) at `now`.
-    pub fn wanted(&self, member: &str, now: Instant) -> bool {
+    pub(crate) fn wanted(&self, member: &str, now: Instant) -> bool {
         self.entries
             .get(member)
             .is_none_or(|sent| now.duration_since(*sent) >= REFRESH)
@@ -59,22 +59,24 @@ impl Registered {
         self.entries.clear();
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 }
 
 /// One due-set entry: (close time ms, member).
-pub type DueEntry = (i64, String);
+pub(crate) type DueEntry = (i64, String);
 
 /// The archived periods `instances` touch that `cache` does not show
 /// registered recently. Each comes once: an instance's tag is its own and
 /// its views are distinct periods.
-pub fn wanted(instances: &[Instance], cache: &Registered, now: Instant) -> Vec<DueEntry> {
+pub(crate) fn wanted(instances: &[Instance], cache: &Registered, now: Instant) -> Vec<DueEntry> {
     let mut out: Vec<DueEntry> = Vec::new();
     for inst in instances {
         for v in &inst.views {
@@ -92,7 +94,7 @@ pub fn wanted(instances: &[Instance], cache: &Registered, now: Instant) -> Vec<D
 
 /// `ZADD NX` of `entries` into the due set: an entry already there (another
 /// consumer's, or ours) keeps its score.
-pub async fn register(
+pub(crate) async fn register(
     store: &Store,
     boards: &BoardSet,
     entries: &[DueEntry],

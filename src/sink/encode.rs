@@ -51,7 +51,7 @@ fn push_view_keys(
 /// (`rankflow check` lists them too). Not among them: window buckets
 /// (`K:b:<end>`) and the dense-rank index (`K:v`), which the script
 /// derives from `K`, in the same slot.
-pub fn helper_keys(board: &Board, key: &str, window: bool, archived: bool) -> Vec<String> {
+pub(crate) fn helper_keys(board: &Board, key: &str, window: bool, archived: bool) -> Vec<String> {
     let helper = |suffix: &str| keys::helper(key, suffix);
     let mut extra = Vec::new();
     if board.needs_time() {

@@ -13,19 +13,19 @@ use std::time::{Duration, Instant};
 
 /// How long a sent expiry (or a registration) is trusted before it is sent
 /// again.
-pub const REFRESH: Duration = Duration::from_secs(60);
+pub(crate) const REFRESH: Duration = Duration::from_secs(60);
 /// Entries kept before old ones are pruned.
 const PRUNE_AT: usize = 100_000;
 
 /// Key → (expiry sent, when it was sent).
 #[derive(Debug, Default)]
-pub struct ExpiryCache {
+pub(crate) struct ExpiryCache {
     entries: HashMap<String, (i64, Instant)>,
 }
 
 impl ExpiryCache {
     /// Whether `key` needs its expiry (absolute ms, or -1 for "persist") sent.
-    pub fn wanted(&self, key: &str, at: i64, now: Instant) -> bool {
+    pub(crate) fn wanted(&self, key: &str, at: i64, now: Instant) -> bool {
         match self.entries.get(key) {
             Some((sent, when)) => {
                 now.duration_since(*when) >= REFRESH

@@ -11,10 +11,10 @@
 //! This file only declares the modules: none of them reaches back into it.
 
 pub mod aggregate;
-pub mod caches;
+pub(crate) mod caches;
 pub mod call;
 pub mod due;
-pub mod encode;
+pub(crate) mod encode;
 pub mod expiry;
 pub mod positions;
 pub mod reply;

@@ -20,12 +20,12 @@ pub struct Counts {
     /// When `late` is not 0: the cutoff the script used per view (buckets
     /// ending at or before it are late; -1 for open periods,
     /// [`CLOSED_CUTOFF`] for closed ones), else empty.
-    pub cutoffs: Vec<i64>,
+    pub(crate) cutoffs: Vec<i64>,
 }
 
 /// A decoded reply of the apply script.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
+pub(crate) enum Reply {
     Done {
         /// Some instance's eviction stopped at its budget; trim again.
         more: bool,

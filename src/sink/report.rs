@@ -29,7 +29,7 @@ pub struct FlushReport {
     /// full or in part (a redelivery): those events were left out.
     pub conflicts: u64,
     /// Some window eviction stopped at its budget.
-    pub more_trim: bool,
+    pub(crate) more_trim: bool,
     /// Fences learnt from conflicts: batch instance → partition index →
     /// highest offset already applied (those updates were left out).
     pub fenced: HashMap<u32, HashMap<u16, i64>>,

@@ -77,12 +77,12 @@ pub struct ScopeEntries {
     pub key: String,
     pub scopes: Vec<String>,
     pub keep: u64,
-    pub keep_until: i64,
+    pub(crate) keep_until: i64,
 }
 
 /// The registrations `instances` bring that `cache` does not show sent
 /// recently, one [`ScopeEntries`] per registry key.
-pub fn wanted(
+pub(crate) fn wanted(
     boards: &BoardSet,
     instances: &[Instance],
     cache: &ScopeCache,

@@ -19,13 +19,13 @@ use crate::telemetry::RedisErrorKind;
 use super::call::Grouping;
 
 /// The apply script.
-pub const APPLY_LUA: &str = concat!(
+pub(crate) const APPLY_LUA: &str = concat!(
     include_str!("lua/composite.lua"),
     include_str!("lua/apply.lua")
 );
 
 /// The script that records partition positions.
-pub const POSITIONS_LUA: &str = include_str!("lua/positions.lua");
+pub(crate) const POSITIONS_LUA: &str = include_str!("lua/positions.lua");
 
 /// Commands per pipelined round trip. `redis.response_timeout_ms` bounds
 /// a whole round trip (the client times the pipeline, not each reply), so a
@@ -102,7 +102,7 @@ impl StoreError {
     /// Whether this failure at start-up is a fault of the configuration that
     /// no retry can cure (bad setting, refused credentials or permissions):
     /// rankflow then exits 2 instead of waiting for Redis.
-    pub fn is_permanent_at_startup(&self) -> bool {
+    pub(crate) fn is_permanent_at_startup(&self) -> bool {
         match self {
             StoreError::Config(_) => true,
             StoreError::Redis(e) if e.kind() == redis::ErrorKind::InvalidClientConfig => true,
@@ -215,7 +215,7 @@ impl Store {
 
     /// Checks what can be checked without connecting: the TLS files can be
     /// read and the client accepts every URL.
-    pub fn check_settings(config: &RedisConfig) -> Result<(), StoreError> {
+    pub(crate) fn check_settings(config: &RedisConfig) -> Result<(), StoreError> {
         let tls = tls_certificates(config)?;
         for url in config.url.urls() {
             client(url, tls.as_ref())?;
@@ -224,12 +224,12 @@ impl Store {
     }
 
     /// Whether this is a Redis Cluster.
-    pub fn is_cluster(&self) -> bool {
+    pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.conn, Conn::Cluster(_))
     }
 
     /// How instances may share a script call on this deployment.
-    pub fn grouping(&self) -> Grouping {
+    pub(crate) fn grouping(&self) -> Grouping {
         match self.conn {
             Conn::Single(_) => Grouping::Any,
             Conn::Cluster(_) => Grouping::BySlot,
@@ -241,7 +241,7 @@ impl Store {
     /// id): new script versions are loaded as the next epoch, so calls
     /// prepared for older epochs fail. A loss already recorded is not
     /// recorded again.
-    pub async fn note_lost_state(&self, seen: u64) {
+    pub(crate) async fn note_lost_state(&self, seen: u64) {
         if self.epoch() > seen {
             return;
         }
@@ -394,7 +394,7 @@ impl Store {
     /// the writes sent so far (Redis `WAIT`; on a cluster it goes to every
     /// primary and the smallest count decides). Called after a batch was
     /// applied and before it is acknowledged.
-    pub async fn wait_replicated(&self) -> Result<(), StoreError> {
+    pub(crate) async fn wait_replicated(&self) -> Result<(), StoreError> {
         if self.wait_replicas == 0 {
             return Ok(());
         }
@@ -514,7 +514,7 @@ async fn cluster(
 }
 
 /// Turns a per-command error reply into a [`StoreError`].
-pub fn server_error(value: &Value) -> Option<StoreError> {
+pub(crate) fn server_error(value: &Value) -> Option<StoreError> {
     match value {
         Value::ServerError(e) => Some(StoreError::Server(format!(
             "{} {}",

@@ -13,7 +13,7 @@ use super::store::{Store, StoreError, server_error};
 /// eviction hit its budget, so that a read right after sees exactly the
 /// window. Returns the entries evicted per board (also counted in
 /// `rankflow_window_evictions_total`).
-pub async fn trim_instances(
+pub(crate) async fn trim_instances(
     store: &Store,
     boards: &BoardSet,
     instances: &[(usize, String)],

@@ -60,7 +60,7 @@ fn horizon_ms(boards: &BoardSet, board: usize) -> i64 {
 }
 
 /// One pass over the registry, if this consumer holds the lock.
-pub async fn trim_once(
+pub(crate) async fn trim_once(
     store: &Store,
     boards: &BoardSet,
     clock: &SharedClock,

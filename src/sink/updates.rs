@@ -24,7 +24,7 @@ use super::report::FlushReport;
 /// Hash maps keyed by strings on the hot path: foldhash is several times
 /// faster than the default SipHash, and the keys are not attacker-chosen
 /// in a way that matters (a collision only costs time within one batch).
-pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// One concrete view of an instance touched by the batch.
 #[derive(Debug, Clone)]
@@ -34,17 +34,17 @@ pub struct ConcreteView {
     /// The view's id in key names (`day:2026-11-21`, `win:3h`).
     pub id: Arc<str>,
     /// Window length for windows, `None` for periods.
-    pub window_ms: Option<i64>,
+    pub(crate) window_ms: Option<i64>,
     /// Latest expiry wanted by any update (0 = none; always 0 for an
     /// archived period, whose expiry the archiver sets after the copy).
     pub expire_at: i64,
     /// Until when the view is meant to live (0 = forever): what the
     /// instance's fences must outlive, archived or not.
-    pub keep_until: i64,
+    pub(crate) keep_until: i64,
     /// For a period of an archived view: when it closes (`end + grace`).
     /// Such a view's call carries its `K:closed` marker, and the period is
     /// registered in the due set before it is applied.
-    pub close_at: Option<i64>,
+    pub(crate) close_at: Option<i64>,
 }
 
 /// One event's contribution to one view.
@@ -256,7 +256,7 @@ impl Updates {
 
     /// Drops the updates of the given partition indices (revoked: the next
     /// owner reads them again). Indices stay as they are.
-    pub fn drop_partitions(&mut self, gone: &[u16]) {
+    pub(crate) fn drop_partitions(&mut self, gone: &[u16]) {
         for inst in &mut self.instances {
             inst.updates.retain(|u| !gone.contains(&u.part));
         }
@@ -271,7 +271,7 @@ impl Updates {
     /// what Redis reported applying them; `None` when Redis took every
     /// update sent and the fences skipped nothing (the common case, which
     /// needs no walk over the updates).
-    pub fn fates(&self, report: &FlushReport) -> Option<Fates> {
+    pub(crate) fn fates(&self, report: &FlushReport) -> Option<Fates> {
         if report.fenced.is_empty() && report.late_cutoffs.is_empty() {
             return None;
         }
@@ -313,7 +313,7 @@ impl Updates {
 }
 
 /// Per (partition index, offset): what Redis did with that event's updates.
-pub type Fates = HashMap<(u16, i64), Fate>;
+pub(crate) type Fates = HashMap<(u16, i64), Fate>;
 
 /// What Redis did with one event's updates.
 #[derive(Debug, Default, Clone, Copy)]

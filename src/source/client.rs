@@ -18,7 +18,7 @@ use crate::config::redact;
 
 /// Client properties rankflow sets itself; `[kafka.client]` may not change
 /// them, because the offset handling depends on them.
-pub const MANAGED_PROPERTIES: &[&str] = &[
+pub(crate) const MANAGED_PROPERTIES: &[&str] = &[
     "bootstrap.servers",
     "group.id",
     "enable.auto.offset.store",
@@ -138,7 +138,7 @@ impl std::fmt::Debug for Properties {
 impl Properties {
     /// Layers for a client: `defaults`, then the user's properties, then
     /// `forced`.
-    pub fn custom(
+    pub(crate) fn custom(
         role: Role,
         defaults: &[(&str, &str)],
         user: Vec<(String, String)>,
@@ -332,7 +332,7 @@ fn check_managed(config: &KafkaConfig) -> Result<(), ClientError> {
 
 /// The consumer's properties: rankflow's defaults, `[kafka.client]` as
 /// given, then the properties the offset handling depends on.
-pub fn consumer_properties(config: &KafkaConfig) -> Result<Properties, ClientError> {
+pub(crate) fn consumer_properties(config: &KafkaConfig) -> Result<Properties, ClientError> {
     check_managed(config)?;
     let user = config
         .client
@@ -362,7 +362,7 @@ pub fn consumer_properties(config: &KafkaConfig) -> Result<Properties, ClientErr
 
 /// `[kafka.client]` less the consumer-only properties: what a producer
 /// takes (TLS, SASL, client id...).
-pub fn producer_user_properties(
+pub(crate) fn producer_user_properties(
     config: &KafkaConfig,
 ) -> Result<Vec<(String, String)>, ClientError> {
     check_managed(config)?;
@@ -380,7 +380,7 @@ pub fn producer_user_properties(
 /// A producer's properties: `defaults`, then [`producer_user_properties`],
 /// then `bootstrap.servers` and `forced` (which the caller's delivery
 /// guarantees depend on).
-pub fn producer_properties(
+pub(crate) fn producer_properties(
     config: &KafkaConfig,
     role: Role,
     defaults: &[(&str, &str)],
@@ -395,7 +395,7 @@ pub fn producer_properties(
 
 /// The dead-letter producer's properties: `[kafka.client]` for producers,
 /// then what its guarantees depend on.
-pub fn dead_letter_properties(config: &KafkaConfig) -> Result<Properties, ClientError> {
+pub(crate) fn dead_letter_properties(config: &KafkaConfig) -> Result<Properties, ClientError> {
     producer_properties(
         config,
         Role::DeadLetterProducer,
@@ -412,7 +412,7 @@ pub fn dead_letter_properties(config: &KafkaConfig) -> Result<Properties, Client
 
 /// Checks every client `rankflow run` creates — the consumer and, with a
 /// dead-letter topic, its producer — with throw-away quiet clients.
-pub fn check_run_clients(config: &KafkaConfig) -> Result<(), ClientError> {
+pub(crate) fn check_run_clients(config: &KafkaConfig) -> Result<(), ClientError> {
     consumer_properties(config)?.check()?;
     if config.dead_letter_topic.is_some() {
         dead_letter_properties(config)?.check()?;
@@ -427,7 +427,7 @@ fn pairs<'a>(it: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<(String, S
 }
 
 /// The consumer's librdkafka configuration.
-pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, SourceError> {
+pub(crate) fn client_config(config: &KafkaConfig) -> Result<ClientConfig, SourceError> {
     match consumer_properties(config) {
         Ok(p) => Ok(p.config()),
         Err(ClientError::Managed(key)) => Err(SourceError::Managed(key)),
@@ -438,7 +438,7 @@ pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, SourceError> 
 }
 
 /// Creates (and drops) a producer with these properties.
-pub fn check_producer(properties: &Properties) -> Result<(), ClientError> {
+pub(crate) fn check_producer(properties: &Properties) -> Result<(), ClientError> {
     properties.check()
 }
 

@@ -28,11 +28,11 @@ pub mod error;
 pub mod outage;
 pub mod probe;
 
-pub use client::{MANAGED_PROPERTIES, client_config};
+pub(crate) use client::client_config;
 pub use error::SourceError;
 
 /// A partition: topic and number.
-pub type TopicPartition = (Arc<str>, i32);
+pub(crate) type TopicPartition = (Arc<str>, i32);
 
 /// What the rebalance and statistics callbacks tell the consumer loop.
 #[derive(Debug, Clone)]
@@ -251,7 +251,7 @@ impl ConsumerContext for Context {
 }
 
 /// The consumer type rankflow runs.
-pub type KafkaConsumer = StreamConsumer<Context>;
+pub(crate) type KafkaConsumer = StreamConsumer<Context>;
 
 /// Creates the consumer and subscribes to the configured topics.
 pub fn subscribe(config: &KafkaConfig, mut context: Context) -> Result<KafkaConsumer, SourceError> {
@@ -275,7 +275,7 @@ pub fn subscribe(config: &KafkaConfig, mut context: Context) -> Result<KafkaCons
 }
 
 /// A partition list from (topic, partition, offset) triples.
-pub fn offsets_list<'a>(
+pub(crate) fn offsets_list<'a>(
     offsets: impl Iterator<Item = (&'a Arc<str>, i32, i64)>,
 ) -> TopicPartitionList {
     let mut tpl = TopicPartitionList::new();

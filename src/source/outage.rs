@@ -36,7 +36,7 @@ pub struct KafkaReports {
 
 /// Whether an error says the brokers cannot be reached (rather than that
 /// a request failed).
-pub fn is_unreachable(error: &KafkaError) -> bool {
+pub(crate) fn is_unreachable(error: &KafkaError) -> bool {
     matches!(
         error.rdkafka_error_code(),
         Some(

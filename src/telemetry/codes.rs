@@ -78,21 +78,8 @@ impl DlqReason {
         }
     }
 
-    /// What the code means, for the docs.
-    pub fn meaning(self) -> &'static str {
-        match self {
-            DlqReason::TooLarge => "larger than `kafka.max_event_bytes`",
-            DlqReason::InvalidUtf8 => "not UTF-8",
-            DlqReason::InvalidJson => "not JSON (or nested too deeply)",
-            DlqReason::NotObject => "JSON, but not an object",
-            DlqReason::UnknownType => "`type` missing or not gift/score/play",
-            DlqReason::Schema => "fails its JSON Schema",
-            DlqReason::FutureTs => "`ts` more than `max_future_skew` ahead of the clock",
-            DlqReason::Expression => "a matching board's rule failed on it",
-        }
-    }
-
-    pub fn from_code(code: &str) -> Option<DlqReason> {
+    #[cfg(test)]
+    pub(crate) fn from_code(code: &str) -> Option<DlqReason> {
         DlqReason::ALL.into_iter().find(|r| r.code() == code)
     }
 }
@@ -172,7 +159,7 @@ impl RedisErrorKind {
     }
 
     /// The kind of an error reply, from its first word.
-    pub fn of_reply(message: &str) -> RedisErrorKind {
+    pub(crate) fn of_reply(message: &str) -> RedisErrorKind {
         match message.split_whitespace().next().unwrap_or("") {
             "LOADING" => RedisErrorKind::Loading,
             "BUSY" => RedisErrorKind::Busy,

@@ -15,7 +15,7 @@ use super::codes::{DlqReason, Outcome, RedisErrorKind};
 use super::names::*;
 
 /// Events of one topic and type that ended with one outcome in a batch.
-pub struct EventsCounted<'a> {
+pub(crate) struct EventsCounted<'a> {
     pub topic: &'a str,
     /// Event type name, or `unknown` when the message had none.
     pub kind: &'static str,
@@ -24,7 +24,7 @@ pub struct EventsCounted<'a> {
 }
 
 impl EventsCounted<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         if self.count == 0 {
             return;
         }
@@ -39,7 +39,7 @@ impl EventsCounted<'_> {
 }
 
 /// What one acknowledged batch wrote to one board.
-pub struct BoardWritten<'a> {
+pub(crate) struct BoardWritten<'a> {
     pub board: &'a str,
     /// Aggregated member updates written.
     pub updates: u64,
@@ -50,7 +50,7 @@ pub struct BoardWritten<'a> {
 }
 
 impl BoardWritten<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         if self.updates > 0 {
             metrics::counter!(BOARD_UPDATES, "board" => self.board.to_string())
                 .increment(self.updates);
@@ -69,13 +69,13 @@ impl BoardWritten<'_> {
 }
 
 /// Window bucket entries evicted (by a batch's calls or the trimmer).
-pub struct WindowEvicted<'a> {
+pub(crate) struct WindowEvicted<'a> {
     pub board: &'a str,
     pub entries: u64,
 }
 
 impl WindowEvicted<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         if self.entries > 0 {
             metrics::counter!(WINDOW_EVICTIONS, "board" => self.board.to_string())
                 .increment(self.entries);
@@ -84,25 +84,25 @@ impl WindowEvicted<'_> {
 }
 
 /// An acknowledged batch: its size and how long Redis took.
-pub struct BatchFlushed {
+pub(crate) struct BatchFlushed {
     pub messages: usize,
     pub took: Duration,
 }
 
 impl BatchFlushed {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         metrics::histogram!(BATCH_EVENTS).record(self.messages as f64);
         metrics::histogram!(BATCH_FLUSH_SECONDS).record(self.took.as_secs_f64());
     }
 }
 
 /// Partition ranges the offset fences skipped (already applied).
-pub struct DuplicatesSkipped {
+pub(crate) struct DuplicatesSkipped {
     pub ranges: u64,
 }
 
 impl DuplicatesSkipped {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         if self.ranges == 0 {
             return;
         }
@@ -115,16 +115,16 @@ impl DuplicatesSkipped {
 }
 
 /// Invalid messages a batch skipped (one line per batch, with the first).
-pub struct InvalidSkipped<'a> {
+pub(crate) struct InvalidSkipped<'a> {
     pub count: usize,
-    pub first_reason: DlqReason,
-    pub first_detail: &'a str,
+    pub(crate) first_reason: DlqReason,
+    pub(crate) first_detail: &'a str,
     /// `topic/partition/offset` of the first.
-    pub first_source: String,
+    pub(crate) first_source: String,
 }
 
 impl InvalidSkipped<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         if self.count == 0 {
             return;
         }
@@ -139,13 +139,13 @@ impl InvalidSkipped<'_> {
 }
 
 /// Dead letters written to the dead-letter topic, per reason.
-pub struct DeadLettered {
+pub(crate) struct DeadLettered {
     pub reason: DlqReason,
     pub count: u64,
 }
 
 impl DeadLettered {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         if self.count > 0 {
             metrics::counter!(DLQ, "reason" => self.reason.code()).increment(self.count);
         }
@@ -153,14 +153,14 @@ impl DeadLettered {
 }
 
 /// Dead letters could not be written; the batch waits and is retried.
-pub struct DeadLetterWriteFailed<'a> {
+pub(crate) struct DeadLetterWriteFailed<'a> {
     pub error: &'a dyn Display,
     pub letters: usize,
-    pub retry_in: Duration,
+    pub(crate) retry_in: Duration,
 }
 
 impl DeadLetterWriteFailed<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         metrics::counter!(DLQ_ERRORS).increment(1);
         tracing::warn!(
             error = %self.error,
@@ -172,17 +172,17 @@ impl DeadLetterWriteFailed<'_> {
 }
 
 /// Redis answered (a batch, a connection, a health ping).
-pub struct RedisReachable;
+pub(crate) struct RedisReachable;
 
 impl RedisReachable {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         metrics::gauge!(REDIS_UP).set(1.0);
     }
 }
 
 /// Where a Redis failure happened, for the log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RedisCall {
+pub(crate) enum RedisCall {
     /// Applying a batch (retried with backoff).
     Batch,
     /// Connecting at start-up (retried).
@@ -194,18 +194,18 @@ pub enum RedisCall {
 }
 
 /// A Redis call failed.
-pub struct RedisFailed<'a> {
+pub(crate) struct RedisFailed<'a> {
     pub call: RedisCall,
     pub kind: RedisErrorKind,
     pub error: &'a dyn Display,
     /// Attempt number (connect) or events in the batch (batch); 0 if none.
     pub attempt: u32,
     pub events: usize,
-    pub retry_in: Duration,
+    pub(crate) retry_in: Duration,
 }
 
 impl RedisFailed<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         metrics::counter!(REDIS_ERRORS, "kind" => self.kind.label()).increment(1);
         let retry_in_ms = self.retry_in.as_millis() as u64;
         let kind = self.kind.label();
@@ -236,13 +236,13 @@ impl RedisFailed<'_> {
 }
 
 /// Partitions assigned to or revoked from this consumer.
-pub struct Rebalanced<'a> {
+pub(crate) struct Rebalanced<'a> {
     pub assigned: bool,
     pub partitions: &'a dyn std::fmt::Debug,
 }
 
 impl Rebalanced<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         let kind = if self.assigned { "assign" } else { "revoke" };
         metrics::counter!(REBALANCES, "kind" => kind).increment(1);
         if self.assigned {
@@ -254,14 +254,14 @@ impl Rebalanced<'_> {
 }
 
 /// One assigned partition's lag, from librdkafka's statistics.
-pub struct PartitionLag<'a> {
+pub(crate) struct PartitionLag<'a> {
     pub topic: &'a str,
     pub partition: i32,
     pub lag: i64,
 }
 
 impl PartitionLag<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         metrics::gauge!(CONSUMER_LAG, "topic" => self.topic.to_string(), "partition" => self.partition.to_string())
             .set(self.lag.max(0) as f64);
     }
@@ -269,13 +269,13 @@ impl PartitionLag<'_> {
 
 /// Event lags of a batch's applied events, pre-bucketed so the recorder is
 /// called once per non-empty bucket rather than once per event.
-pub struct EventLags<'a> {
+pub(crate) struct EventLags<'a> {
     pub now_ms: i64,
-    pub event_ts: &'a [i64],
+    pub(crate) event_ts: &'a [i64],
 }
 
 impl EventLags<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         if self.event_ts.is_empty() {
             return;
         }
@@ -298,15 +298,15 @@ impl EventLags<'_> {
 }
 
 /// The archiver's backlog, measured once per tick.
-pub struct ArchiveBacklog {
+pub(crate) struct ArchiveBacklog {
     /// Due periods whose close time has passed.
     pub pending: u64,
     /// Age past its close of the oldest of them, seconds (0 when none).
-    pub oldest_seconds: f64,
+    pub(crate) oldest_seconds: f64,
 }
 
 impl ArchiveBacklog {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         metrics::gauge!(ARCHIVE_PENDING).set(self.pending as f64);
         metrics::gauge!(ARCHIVE_OLDEST_PENDING).set(self.oldest_seconds);
         if self.pending > 0 {
@@ -320,7 +320,7 @@ impl ArchiveBacklog {
 }
 
 /// One closed period copied to the archive.
-pub struct PeriodArchived<'a> {
+pub(crate) struct PeriodArchived<'a> {
     pub board: &'a str,
     /// `board/scope/view/period`.
     pub period: &'a str,
@@ -329,7 +329,7 @@ pub struct PeriodArchived<'a> {
 }
 
 impl PeriodArchived<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         metrics::counter!(ARCHIVE_PERIODS, "board" => self.board.to_string()).increment(1);
         metrics::counter!(ARCHIVE_ROWS, "board" => self.board.to_string()).increment(self.members);
         metrics::histogram!(ARCHIVE_COPY_SECONDS).record(self.took.as_secs_f64());
@@ -343,17 +343,17 @@ impl PeriodArchived<'_> {
 }
 
 /// A step of the archiver failed; the period stays due and is retried.
-pub struct ArchiveFailed<'a> {
+pub(crate) struct ArchiveFailed<'a> {
     /// Bounded: `ArchiveError::kind()`.
     pub kind: &'static str,
     /// `board/scope/view/period`, or the due item when it has none.
     pub period: &'a str,
     pub error: &'a dyn Display,
-    pub retry_in: Duration,
+    pub(crate) retry_in: Duration,
 }
 
 impl ArchiveFailed<'_> {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         metrics::counter!(ARCHIVE_ERRORS, "kind" => self.kind).increment(1);
         tracing::warn!(
             period = %self.period,
@@ -366,25 +366,25 @@ impl ArchiveFailed<'_> {
 }
 
 /// The number of Server-Sent Events streams open changed.
-pub struct StreamsOpen {
+pub(crate) struct StreamsOpen {
     pub open: usize,
 }
 
 impl StreamsOpen {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         metrics::gauge!(STREAMS_OPEN).set(self.open as f64);
     }
 }
 
 /// A live-view poller found its view changed and pushed it to all of its
 /// subscribers at once.
-pub struct StreamPushed {
+pub(crate) struct StreamPushed {
     /// `top` or `member`.
     pub kind: &'static str,
 }
 
 impl StreamPushed {
-    pub fn emit(self) {
+    pub(crate) fn emit(self) {
         metrics::counter!(STREAM_EVENTS, "kind" => self.kind).increment(1);
     }
 }

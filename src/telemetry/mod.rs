@@ -18,7 +18,8 @@ pub mod codes;
 pub mod events;
 mod names;
 
-pub use codes::{DlqReason, Outcome, RedisErrorKind};
+pub use codes::Outcome;
+pub use codes::{DlqReason, RedisErrorKind};
 use names::*;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -79,7 +80,7 @@ fn describe() {
 /// Creates every counter series with its bounded label values at zero, so
 /// dashboards and alerts see them (and `rate()` starts from 0) before the
 /// first event of a kind.
-pub fn register_series(boards: &[String], topics: &[String]) {
+pub(crate) fn register_series(boards: &[String], topics: &[String]) {
     for topic in topics {
         for kind in ["gift", "score", "play"] {
             for outcome in Outcome::ALL {
@@ -114,7 +115,7 @@ pub fn register_series(boards: &[String], topics: &[String]) {
 
 /// The archive's series at zero before the first period closes: the
 /// counters of each archived board, every error kind, and an empty backlog.
-pub fn register_archive_series(boards: &[String], error_kinds: &[&'static str]) {
+pub(crate) fn register_archive_series(boards: &[String], error_kinds: &[&'static str]) {
     for board in boards {
         metrics::counter!(ARCHIVE_PERIODS, "board" => board.clone()).absolute(0);
         metrics::counter!(ARCHIVE_ROWS, "board" => board.clone()).absolute(0);

@@ -2,56 +2,56 @@
 //! buckets. Only [`super::events`] and the recorder set-up use them.
 
 pub const EVENTS: &str = "rankflow_events_total";
-pub const BOARD_UPDATES: &str = "rankflow_board_updates_total";
-pub const BATCH_EVENTS: &str = "rankflow_batch_events";
-pub const BATCH_FLUSH_SECONDS: &str = "rankflow_batch_flush_seconds";
-pub const EVENT_LAG_SECONDS: &str = "rankflow_event_lag_seconds";
-pub const CONSUMER_LAG: &str = "rankflow_consumer_lag";
-pub const REDIS_ERRORS: &str = "rankflow_redis_errors_total";
+pub(crate) const BOARD_UPDATES: &str = "rankflow_board_updates_total";
+pub(crate) const BATCH_EVENTS: &str = "rankflow_batch_events";
+pub(crate) const BATCH_FLUSH_SECONDS: &str = "rankflow_batch_flush_seconds";
+pub(crate) const EVENT_LAG_SECONDS: &str = "rankflow_event_lag_seconds";
+pub(crate) const CONSUMER_LAG: &str = "rankflow_consumer_lag";
+pub(crate) const REDIS_ERRORS: &str = "rankflow_redis_errors_total";
 pub const DLQ: &str = "rankflow_dlq_total";
-pub const REBALANCES: &str = "rankflow_rebalances_total";
-pub const WINDOW_EVICTIONS: &str = "rankflow_window_evictions_total";
+pub(crate) const REBALANCES: &str = "rankflow_rebalances_total";
+pub(crate) const WINDOW_EVICTIONS: &str = "rankflow_window_evictions_total";
 /// Updates refused because the total would leave the exact range.
-pub const SCORE_OVERFLOW: &str = "rankflow_score_overflow_total";
+pub(crate) const SCORE_OVERFLOW: &str = "rankflow_score_overflow_total";
 /// Partition groups skipped because their offsets were already applied.
-pub const DUPLICATES: &str = "rankflow_duplicate_batches_total";
+pub(crate) const DUPLICATES: &str = "rankflow_duplicate_batches_total";
 /// Failed attempts to write dead letters (the batch waits and is retried).
-pub const DLQ_ERRORS: &str = "rankflow_dlq_errors_total";
+pub(crate) const DLQ_ERRORS: &str = "rankflow_dlq_errors_total";
 /// 1 while the consumer can write to Redis, 0 during an outage.
-pub const REDIS_UP: &str = "rankflow_redis_up";
+pub(crate) const REDIS_UP: &str = "rankflow_redis_up";
 /// Closed periods copied to the archive, per board.
-pub const ARCHIVE_PERIODS: &str = "rankflow_archive_periods_total";
+pub(crate) const ARCHIVE_PERIODS: &str = "rankflow_archive_periods_total";
 /// Member rows copied to the archive, per board.
-pub const ARCHIVE_ROWS: &str = "rankflow_archive_rows_total";
+pub(crate) const ARCHIVE_ROWS: &str = "rankflow_archive_rows_total";
 /// Due periods whose close time has passed, not yet archived.
-pub const ARCHIVE_PENDING: &str = "rankflow_archive_pending";
+pub(crate) const ARCHIVE_PENDING: &str = "rankflow_archive_pending";
 /// Age past its close of the oldest pending period (0 when none).
-pub const ARCHIVE_OLDEST_PENDING: &str = "rankflow_archive_oldest_pending_seconds";
+pub(crate) const ARCHIVE_OLDEST_PENDING: &str = "rankflow_archive_oldest_pending_seconds";
 /// Archiver failures, by kind.
-pub const ARCHIVE_ERRORS: &str = "rankflow_archive_errors_total";
+pub(crate) const ARCHIVE_ERRORS: &str = "rankflow_archive_errors_total";
 /// Time to copy one period.
-pub const ARCHIVE_COPY_SECONDS: &str = "rankflow_archive_copy_seconds";
+pub(crate) const ARCHIVE_COPY_SECONDS: &str = "rankflow_archive_copy_seconds";
 /// Server-Sent Events streams open now (docs/http-api.md).
-pub const STREAMS_OPEN: &str = "rankflow_streams_open";
+pub(crate) const STREAMS_OPEN: &str = "rankflow_streams_open";
 /// Changes pushed by the live-view pollers, by kind (`top`, `member`):
 /// counted once per poller tick that changed, not once per client.
-pub const STREAM_EVENTS: &str = "rankflow_stream_events_total";
+pub(crate) const STREAM_EVENTS: &str = "rankflow_stream_events_total";
 
-pub const BATCH_EVENTS_BUCKETS: &[f64] = &[
+pub(crate) const BATCH_EVENTS_BUCKETS: &[f64] = &[
     1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 20000.0, 50000.0,
     100000.0, 250000.0,
 ];
-pub const FLUSH_BUCKETS: &[f64] = &[
+pub(crate) const FLUSH_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 /// One period's copy: a small one takes milliseconds, 1,000,000 members
 /// some seconds, a slow database minutes.
-pub const ARCHIVE_COPY_BUCKETS: &[f64] = &[
+pub(crate) const ARCHIVE_COPY_BUCKETS: &[f64] = &[
     0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
 /// Upper bounds of the event-lag histogram; also used to pre-bucket a
 /// batch's lags locally so the recorder sees one call per bucket.
-pub const LAG_BUCKETS: &[f64] = &[
+pub(crate) const LAG_BUCKETS: &[f64] = &[
     0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 86400.0,
 ];
 
@@ -64,15 +64,15 @@ pub enum Kind {
 }
 
 /// One metric rankflow emits, with its help text for `/metrics`.
-pub struct Metric {
+pub(crate) struct Metric {
     pub name: &'static str,
     pub kind: Kind,
-    pub help: &'static str,
+    pub(crate) help: &'static str,
 }
 
 /// Every metric rankflow emits; `describe` covers exactly these (a test
 /// checks that no name above is missing).
-pub const METRICS: &[Metric] = &[
+pub(crate) const METRICS: &[Metric] = &[
     Metric {
         name: EVENTS,
         kind: Kind::Counter,

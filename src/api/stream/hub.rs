@@ -28,7 +28,7 @@ use crate::telemetry::events::{StreamPushed, StreamsOpen};
 
 /// How often a poller reads its view: the "at most every 250 ms" of live
 /// views (docs/http-api.md), and the most Redis reads one view costs per second.
-pub const TICK: Duration = Duration::from_millis(250);
+pub(crate) const TICK: Duration = Duration::from_millis(250);
 
 /// One published state of a view.
 #[derive(Debug)]
@@ -113,7 +113,8 @@ impl StreamHub {
     }
 
     /// Pollers running now.
-    pub fn pollers(&self) -> usize {
+    #[cfg(test)]
+    fn pollers(&self) -> usize {
         self.lock().len()
     }
 
@@ -124,7 +125,7 @@ impl StreamHub {
     }
 
     /// A place among the open streams, or `None` at the cap.
-    pub fn permit(self: &Arc<Self>) -> Option<Permit> {
+    pub(crate) fn permit(self: &Arc<Self>) -> Option<Permit> {
         let before = self.open.fetch_add(1, Ordering::SeqCst);
         if before >= self.max_streams {
             self.open.fetch_sub(1, Ordering::SeqCst);
@@ -172,7 +173,7 @@ impl StreamHub {
 }
 
 /// One open stream; dropping it frees its place.
-pub struct Permit(Arc<StreamHub>);
+pub(crate) struct Permit(Arc<StreamHub>);
 
 impl Drop for Permit {
     fn drop(&mut self) {

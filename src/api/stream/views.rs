@@ -19,10 +19,10 @@ use crate::api::error::ApiError;
 use crate::reader::{self, Entry, List, MemberEntry, RankStyle, ReadError, Reader, Source};
 
 /// Ranks read on each side of a streamed member.
-pub const RADIUS: usize = 10;
+pub(crate) const RADIUS: usize = 10;
 
 /// The top-N list of one query, as the `top` endpoint answers it.
-pub struct TopView {
+pub(crate) struct TopView {
     pub reader: Reader,
     pub query: reader::Query,
     pub offset: usize,
@@ -54,7 +54,7 @@ impl Poll for TopView {
 }
 
 /// One member's entry and who passed it.
-pub struct MemberView {
+pub(crate) struct MemberView {
     pub reader: Reader,
     pub query: reader::Query,
     pub member: String,
