@@ -195,7 +195,7 @@ mod tests {
         let source = include_str!("names.rs");
         let declared: Vec<&str> = source
             .lines()
-            .filter(|l| l.starts_with("pub const ") && l.contains("\"rankflow_"))
+            .filter(|l| l.starts_with("pub") && l.contains(" const ") && l.contains("\"rankflow_"))
             .filter_map(|l| l.split('"').nth(1))
             .collect();
         assert!(declared.len() >= 14, "{declared:?}");
