@@ -51,7 +51,7 @@ use extract::{QueryPairs, Segments};
 use params::{Params, Route, query};
 use state::reader_for;
 
-pub use error::ApiError;
+pub(crate) use error::ApiError;
 pub use state::ApiState;
 pub use stream::StreamHub;
 

@@ -71,7 +71,7 @@ pub enum AppError {
 impl AppError {
     /// A permanent Redis failure at start-up, by kind: an unusable setting,
     /// or a refusal by the server.
-    pub fn redis(e: StoreError) -> AppError {
+    pub(crate) fn redis(e: StoreError) -> AppError {
         match e {
             e @ StoreError::Config(_) => AppError::RedisSettings(e),
             e => AppError::RedisRefused(e),

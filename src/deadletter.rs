@@ -22,13 +22,13 @@ use crate::telemetry::events::DeadLettered;
 /// A message that could not be applied and must reach the dead-letter topic.
 #[derive(Debug, Clone)]
 pub(crate) struct DeadLetter {
-    pub topic: Arc<str>,
-    pub partition: i32,
-    pub offset: i64,
-    pub key: Option<Vec<u8>>,
-    pub payload: Vec<u8>,
-    pub reason: DlqReason,
-    pub detail: String,
+    pub(crate) topic: Arc<str>,
+    pub(crate) partition: i32,
+    pub(crate) offset: i64,
+    pub(crate) key: Option<Vec<u8>>,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) reason: DlqReason,
+    pub(crate) detail: String,
 }
 
 /// Longest `rankflow-detail` header, in bytes.
@@ -68,10 +68,6 @@ impl DeadLetters {
             .and_then(|p| p.create::<FutureProducer>())
             .map_err(|e| DeadLetterError::Client(KafkaError::ClientCreation(e.to_string())))?;
         Ok(Some(DeadLetters { producer, topic }))
-    }
-
-    pub fn topic(&self) -> &str {
-        &self.topic
     }
 
     /// Sends the dead letters not yet delivered and waits for every

@@ -20,18 +20,18 @@ pub struct Health {
 
 /// The `/healthz` body.
 #[derive(Debug, Serialize)]
-pub struct Report {
-    pub status: &'static str,
-    pub consuming: bool,
-    pub redis: Dependency,
-    pub kafka: Dependency,
-    pub assigned_partitions: usize,
+pub(crate) struct Report {
+    pub(crate) status: &'static str,
+    pub(crate) consuming: bool,
+    pub(crate) redis: Dependency,
+    pub(crate) kafka: Dependency,
+    pub(crate) assigned_partitions: usize,
 }
 
 #[derive(Debug, Serialize)]
-pub struct Dependency {
-    pub up: bool,
-    pub detail: String,
+pub(crate) struct Dependency {
+    pub(crate) up: bool,
+    pub(crate) detail: String,
 }
 
 fn set(detail: &Mutex<String>, text: &str) {
@@ -76,7 +76,7 @@ impl Health {
         self.assigned.store(n, Ordering::SeqCst);
     }
 
-    pub fn report(&self) -> Report {
+    pub(crate) fn report(&self) -> Report {
         let consuming = self.consuming.load(Ordering::SeqCst);
         let redis_up = self.redis_up.load(Ordering::SeqCst);
         let kafka_up = self.kafka_up.load(Ordering::SeqCst);

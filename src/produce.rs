@@ -153,7 +153,7 @@ const DEFAULTS: &[(&str, &str)] = &[
 ];
 
 /// The producer's properties: the defaults, then `client`, then the brokers.
-pub fn properties(brokers: &str, client: Vec<(String, String)>) -> Properties {
+pub(crate) fn properties(brokers: &str, client: Vec<(String, String)>) -> Properties {
     Properties::custom(
         Role::Producer,
         DEFAULTS,

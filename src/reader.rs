@@ -39,7 +39,7 @@ mod reply;
 mod scopes;
 mod script;
 mod styled;
-pub mod union;
+pub(crate) mod union;
 mod view;
 
 pub use answer::{Entry, List, Source};
@@ -53,4 +53,4 @@ pub use periods::{PeriodInfo, PeriodList, periodic_view};
 pub(crate) use query::{MAX_LIMIT, MAX_OFFSET, MAX_RADIUS, out_of_range};
 pub use query::{Query, ScopeUnion};
 pub use ranks::RankStyle;
-pub(crate) use union::UnionOffer;
+pub use union::UnionOffer;

@@ -12,7 +12,7 @@ use crate::reader::{BadParam, ReadError};
 
 /// An error answer: its status and a JSON body.
 #[derive(Debug, Clone)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     status: StatusCode,
     pub(super) body: ErrorBody,
 }

@@ -65,15 +65,15 @@ impl Route {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Params {
     /// One scope.
-    pub scope: Option<String>,
+    pub(crate) scope: Option<String>,
     /// `scope` given with several values, or `*` (docs/http-api.md).
-    pub scope_union: Option<ScopeUnion>,
-    pub period: Option<String>,
-    pub limit: Option<usize>,
-    pub offset: Option<usize>,
-    pub radius: Option<usize>,
-    pub rank: Option<RankStyle>,
-    pub ids: Option<Vec<String>>,
+    pub(crate) scope_union: Option<ScopeUnion>,
+    pub(crate) period: Option<String>,
+    pub(crate) limit: Option<usize>,
+    pub(crate) offset: Option<usize>,
+    pub(crate) radius: Option<usize>,
+    pub(crate) rank: Option<RankStyle>,
+    pub(crate) ids: Option<Vec<String>>,
 }
 
 impl Params {

@@ -30,27 +30,27 @@ use super::schema::LOCK_CLASS;
 /// The message, field for field as the schema has it.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct ClosedMessage {
-    pub board: String,
-    pub scope: String,
-    pub view: String,
-    pub period: String,
-    pub start: String,
-    pub end: String,
-    pub members: u64,
+    pub(crate) board: String,
+    pub(crate) scope: String,
+    pub(crate) view: String,
+    pub(crate) period: String,
+    pub(crate) start: String,
+    pub(crate) end: String,
+    pub(crate) members: u64,
     pub(crate) archived_at: String,
     /// The top entries, as the HTTP API shows them.
-    pub entries: Vec<Entry>,
+    pub(crate) entries: Vec<Entry>,
 }
 
 /// One ranked member, shaped as the HTTP API's entries (not imported from
 /// the reader, which reads the archive: no import cycle).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Entry {
-    pub rank: u64,
+    pub(crate) rank: u64,
     pub member: String,
     /// `null` when not a number: a composite member without a first field.
     #[serde(serialize_with = "score_json")]
-    pub score: f64,
+    pub(crate) score: f64,
     /// A composite board's fields by name (docs/score-encoding.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fields: Option<FieldValues>,
@@ -67,10 +67,10 @@ fn score_json<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
 
 /// The archived period's row, as the message needs it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PeriodRow {
-    pub start_ms: i64,
-    pub end_ms: i64,
-    pub members: u64,
+pub(crate) struct PeriodRow {
+    pub(crate) start_ms: i64,
+    pub(crate) end_ms: i64,
+    pub(crate) members: u64,
     pub(crate) archived_at_ms: i64,
 }
 
@@ -105,7 +105,7 @@ impl ClosedMessage {
 
 /// How announcing a period ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Announced {
+pub(crate) enum Announced {
     /// Published now.
     Sent,
     /// It had been announced before.
@@ -124,7 +124,7 @@ pub struct Announcer {
 
 /// The producer's properties: `[kafka.client]` for producers, then
 /// idempotence (a retry inside librdkafka neither duplicates nor loses it).
-pub fn properties(kafka: &KafkaConfig) -> Result<client::Properties, ClientError> {
+pub(crate) fn properties(kafka: &KafkaConfig) -> Result<client::Properties, ClientError> {
     client::producer_properties(
         kafka,
         Role::ClosedProducer,
@@ -154,7 +154,7 @@ impl Announcer {
     }
 
     /// Announces `key` unless it was announced already; see the module doc.
-    pub async fn announce(
+    pub(crate) async fn announce(
         &self,
         archive: &mut Archive,
         key: &PeriodKey,

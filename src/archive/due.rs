@@ -36,19 +36,19 @@ pub struct DueItem {
 /// A due item resolved against the boards: everything the steps need.
 #[derive(Debug, Clone)]
 pub struct DuePeriod {
-    pub member: String,
-    pub key: PeriodKey,
+    pub(crate) member: String,
+    pub(crate) key: PeriodKey,
     /// The period's sorted set `K`.
-    pub view_key: String,
-    pub start_ms: i64,
-    pub end_ms: i64,
-    pub close_ms: i64,
+    pub(crate) view_key: String,
+    pub(crate) start_ms: i64,
+    pub(crate) end_ms: i64,
+    pub(crate) close_ms: i64,
     /// When the keys go once archived (end + retention); `None` keeps them.
-    pub expire_at: Option<i64>,
-    pub order: Order,
+    pub(crate) expire_at: Option<i64>,
+    pub(crate) order: Order,
     pub(crate) tie_key: TieKey,
     /// A composite board's encoding (its fields are archived too).
-    pub layout: Option<Layout>,
+    pub(crate) layout: Option<Layout>,
 }
 
 impl DuePeriod {
@@ -78,8 +78,8 @@ impl DuePeriod {
 
 /// The backlog: due items whose close time has passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Backlog {
-    pub pending: u64,
+pub(crate) struct Backlog {
+    pub(crate) pending: u64,
     /// Close time of the oldest pending item.
     pub(crate) oldest_close_ms: Option<i64>,
 }
@@ -133,7 +133,11 @@ pub(crate) async fn list_all(store: &Store, prefix: &str) -> Result<Vec<DueItem>
 /// How many items are past their close time and how old the oldest is.
 /// Counted without `ZCOUNT` (not in rankflow's ACL): the rank of the first
 /// item still to close is the number of items before it.
-pub async fn backlog(store: &Store, prefix: &str, now_ms: i64) -> Result<Backlog, ArchiveError> {
+pub(crate) async fn backlog(
+    store: &Store,
+    prefix: &str,
+    now_ms: i64,
+) -> Result<Backlog, ArchiveError> {
     let key = keys::archive_due_key(prefix);
     let oldest: Vec<(String, f64)> = store
         .query(
@@ -243,7 +247,7 @@ fn period_retention(
 /// expiry on `K`, `K:t` and `K:f` while it is archived: live reads of a
 /// composite member need its `K:f` entry as long as `K` is there) and
 /// returns how many members it has (0: the period had no events).
-pub async fn close(store: &Store, p: &DuePeriod) -> Result<u64, ArchiveError> {
+pub(crate) async fn close(store: &Store, p: &DuePeriod) -> Result<u64, ArchiveError> {
     // The marker first: once Redis has it, no update reaches K.
     let _: () = store
         .query(redis::cmd("SET").arg(p.closed_key()).arg(p.close_ms))
@@ -286,7 +290,7 @@ pub(crate) async fn restore_expiry(store: &Store, p: &DuePeriod) -> Result<(), A
 }
 
 /// Step 6: the item leaves the due set.
-pub async fn remove(store: &Store, prefix: &str, member: &str) -> Result<(), ArchiveError> {
+pub(crate) async fn remove(store: &Store, prefix: &str, member: &str) -> Result<(), ArchiveError> {
     let _: i64 = store
         .query(
             redis::cmd("ZREM")

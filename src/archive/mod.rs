@@ -8,14 +8,14 @@
 //! standings read in chunks ([`standings`]), the period-closed message
 //! ([`announce`]) and the tick loop with its step machine ([`runner`]).
 
-pub mod announce;
+pub(crate) mod announce;
 pub mod copy;
 pub mod due;
 pub mod numeric;
 pub mod read;
 pub mod runner;
 pub mod schema;
-pub mod standings;
+pub(crate) mod standings;
 
 /// A failure of the archive.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +54,7 @@ pub(crate) const ERROR_KINDS: [&str; 6] = [
 
 impl ArchiveError {
     /// A Redis failure while archiving.
-    pub fn redis(e: impl std::fmt::Display) -> ArchiveError {
+    pub(crate) fn redis(e: impl std::fmt::Display) -> ArchiveError {
         ArchiveError::Source(e.to_string())
     }
 
@@ -71,7 +71,7 @@ impl ArchiveError {
     }
 
     /// Bounded label for `rankflow_archive_errors_total{kind}`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ArchiveError::Url(_) => "config",
             ArchiveError::Postgres(e) if e.code().is_none() => "postgres_io",

@@ -72,7 +72,7 @@ pub enum ArchiveReadError {
 impl ArchiveReadError {
     /// Whether the same read can succeed later without anyone changing
     /// anything (the API answers these with 503 and `Retry-After`).
-    pub fn is_retriable(&self) -> bool {
+    pub(crate) fn is_retriable(&self) -> bool {
         matches!(
             self,
             ArchiveReadError::Unavailable(_) | ArchiveReadError::Timeout(_)
@@ -143,21 +143,21 @@ pub struct ArchivedRows {
 
 /// One period in a list of a view's periods.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeriodRow {
-    pub period: String,
-    pub start_ms: i64,
-    pub end_ms: i64,
-    pub members: u64,
+pub(crate) struct PeriodRow {
+    pub(crate) period: String,
+    pub(crate) start_ms: i64,
+    pub(crate) end_ms: i64,
+    pub(crate) members: u64,
     /// Whether the caller found it in Redis (see [`ArchiveReader::periods`]).
-    pub live: bool,
+    pub(crate) live: bool,
 }
 
 /// A page of a view's periods, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeriodPage {
+pub(crate) struct PeriodPage {
     /// Periods in the whole list, not only on this page.
-    pub total: u64,
-    pub periods: Vec<PeriodRow>,
+    pub(crate) total: u64,
+    pub(crate) periods: Vec<PeriodRow>,
 }
 
 /// The statements, public so tests can `EXPLAIN` them. Period bounds come
@@ -558,7 +558,7 @@ impl ArchiveReader {
     /// the place of their archived copies, if any. Newest first, `limit`
     /// of them from `offset` on. With `live` empty this is the archive's
     /// own list.
-    pub async fn periods(
+    pub(crate) async fn periods(
         &self,
         board: &str,
         scope: &str,

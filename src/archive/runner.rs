@@ -64,7 +64,7 @@ pub enum Outcome {
 pub struct Report {
     /// `board/scope/view/period`, or the due item when it cannot be resolved.
     pub period: String,
-    pub board: Option<String>,
+    pub(crate) board: Option<String>,
     pub outcome: Outcome,
 }
 
@@ -141,7 +141,7 @@ impl Archiver {
     }
 
     /// Measures the backlog and reports it (gauges and log).
-    pub async fn measure(&self) -> Result<due::Backlog, ArchiveError> {
+    pub(crate) async fn measure(&self) -> Result<due::Backlog, ArchiveError> {
         let now = self.clock.now_ms();
         let backlog = due::backlog(&self.store, self.prefix(), now).await?;
         ArchiveBacklog {
@@ -387,7 +387,7 @@ impl Archiver {
 
     /// The background loop of `rankflow run`: a pass every `interval_ms`
     /// until `shutdown`, backing off (capped) while passes fail.
-    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+    pub(crate) async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let interval = self.config.interval_ms.duration();
         let mut delay = Duration::ZERO;
         let mut failures = 0u32;

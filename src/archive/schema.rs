@@ -16,9 +16,9 @@ const MIGRATION_LOCK: i32 = 0;
 /// One schema change. Migrations only add (tables, columns, indexes), so an
 /// older rankflow keeps working against a newer schema.
 pub(crate) struct Migration {
-    pub version: i32,
+    pub(crate) version: i32,
     pub(crate) description: &'static str,
-    pub sql: &'static str,
+    pub(crate) sql: &'static str,
 }
 
 pub(crate) const MIGRATIONS: &[Migration] = &[

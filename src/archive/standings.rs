@@ -20,23 +20,23 @@ use super::copy::Row;
 
 /// What to read.
 #[derive(Debug, Clone)]
-pub struct Frozen {
-    pub view_key: String,
-    pub order: Order,
+pub(crate) struct Frozen {
+    pub(crate) view_key: String,
+    pub(crate) order: Order,
     pub(crate) tie_key: TieKey,
     /// The encoding of a composite board's members; `None` for other boards.
-    pub layout: Option<Layout>,
+    pub(crate) layout: Option<Layout>,
     /// Members counted when the period was closed.
-    pub members: u64,
+    pub(crate) members: u64,
     /// Members per chunk (≥ 1).
-    pub chunk: usize,
+    pub(crate) chunk: usize,
 }
 
 /// Turns stored members and scores into standings, in the order read:
 /// with `layout` (a composite board) each row gets every field, else the
 /// member is decoded with `tie_key`. A stored member the board's encoding
 /// cannot read fails the copy rather than archiving a wrong name.
-pub fn decode(
+pub(crate) fn decode(
     tie_key: TieKey,
     layout: Option<&Layout>,
     rows: Vec<(String, f64)>,
@@ -72,7 +72,10 @@ struct Cursor {
 }
 
 /// The standings in chunks of `frozen.chunk`, best first.
-pub fn chunks(store: Store, frozen: Frozen) -> impl Stream<Item = Result<Vec<Row>, ArchiveError>> {
+pub(crate) fn chunks(
+    store: Store,
+    frozen: Frozen,
+) -> impl Stream<Item = Result<Vec<Row>, ArchiveError>> {
     let cursor = Cursor {
         store,
         frozen,
@@ -127,9 +130,9 @@ async fn read_chunk(c: &mut Cursor) -> Result<Vec<Row>, ArchiveError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::TieBreak;
-    use crate::board::composite::FieldOrder;
+    use crate::board::layout::FieldOrder;
     use crate::board::model::Aggregate;
+    use crate::board::ranking::TieBreak;
 
     fn row(member: &str, score: f64, fields: Option<Vec<Option<i64>>>) -> Row {
         Row {

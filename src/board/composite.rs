@@ -6,10 +6,8 @@
 //! which holds a [`Layout`]; keeping them apart from the encoding lets
 //! `model` import the encoding without a cycle.
 
-pub use super::layout::{
-    CODE_HEX, FieldOrder, Layout, MAX_FIELDS, MAX_VALUE, in_range, parse_state,
-};
 pub use super::layout::{FieldValues, Values};
+pub(crate) use super::layout::{Layout, MAX_FIELDS, MAX_VALUE, in_range};
 use super::model::Board;
 use super::score::TieKey;
 

@@ -22,7 +22,7 @@ use chrono_tz::Tz;
 pub(crate) const SECOND_MS: i64 = 1_000;
 pub(crate) const MINUTE_MS: i64 = 60 * SECOND_MS;
 pub(crate) const HOUR_MS: i64 = 60 * MINUTE_MS;
-pub const DAY_MS: i64 = 24 * HOUR_MS;
+pub(crate) const DAY_MS: i64 = 24 * HOUR_MS;
 pub(crate) const WEEK_MS: i64 = 7 * DAY_MS;
 
 const ACCEPTED: &str = "a positive whole number followed by a unit: s (seconds), m (minutes), h (hours), d (days), w (weeks), mo (months) or y (years), e.g. \"35d\" or \"13mo\"";
@@ -30,7 +30,7 @@ const ACCEPTED_FIXED: &str = "a positive whole number followed by a fixed-length
 
 /// A parsed duration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Span {
+pub(crate) enum Span {
     /// An exact number of milliseconds (`s`, `m`, `h`, `d`, `w`, `ms`).
     Fixed { ms: i64 },
     /// Calendar months in the board's time zone (`mo`; `y` is 12 months).
@@ -89,7 +89,7 @@ impl FromStr for Span {
 
 /// Why a duration string was rejected. Messages are shown to users.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum DurationError {
+pub(crate) enum DurationError {
     #[error("empty duration: expected {ACCEPTED}")]
     Empty,
     #[error("invalid duration {text:?}: expected {ACCEPTED}")]

@@ -197,7 +197,7 @@ pub(crate) fn dense_key(view_key: &str) -> String {
 }
 
 /// Helper key beside a view key (`K:t`, `K:log`...).
-pub fn helper(view_key: &str, suffix: &str) -> String {
+pub(crate) fn helper(view_key: &str, suffix: &str) -> String {
     format!("{view_key}:{suffix}")
 }
 

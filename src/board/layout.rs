@@ -27,11 +27,11 @@ use super::ranking::{Aggregate, Order};
 use super::score::{MAX_EXACT, TIE_KEY_HEX, TieKey};
 
 /// Most fields a composite board may have.
-pub const MAX_FIELDS: usize = 4;
+pub(crate) const MAX_FIELDS: usize = 4;
 /// Width of one field's code in the stored member, in hex digits.
-pub const CODE_HEX: usize = 15;
+pub(crate) const CODE_HEX: usize = 15;
 /// Largest magnitude of a field value: 2^53, every integer up to it exact.
-pub const MAX_VALUE: i64 = 1 << 53;
+pub(crate) const MAX_VALUE: i64 = 1 << 53;
 /// All 15 hex digits set: the other extreme code.
 const ALL_F: i64 = (1 << (4 * CODE_HEX)) - 1;
 /// The first hex digit's place: a code is a sign digit (1: negative,
@@ -46,28 +46,28 @@ pub type Values = [Option<i64>; MAX_FIELDS];
 /// How one field ranks: its name and order. (Its expression, filter and
 /// aggregate live in the compiled board.)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldOrder {
-    pub name: String,
-    pub order: Order,
-    pub aggregate: Aggregate,
+pub(crate) struct FieldOrder {
+    pub(crate) name: String,
+    pub(crate) order: Order,
+    pub(crate) aggregate: Aggregate,
 }
 
 /// The encoding of one composite board: its fields in rank order and the
 /// tie key that follows the codes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
-    pub fields: Vec<FieldOrder>,
+pub(crate) struct Layout {
+    pub(crate) fields: Vec<FieldOrder>,
     pub(crate) tie_key: TieKey,
 }
 
 /// Whether `v` is an integer every field can hold exactly.
-pub fn in_range(v: f64) -> bool {
+pub(crate) fn in_range(v: f64) -> bool {
     v.fract() == 0.0 && v.abs() <= MAX_EXACT
 }
 
 impl Layout {
     /// The listing direction: the first field's order.
-    pub fn direction(&self) -> Order {
+    pub(crate) fn direction(&self) -> Order {
         self.fields.first().map_or(Order::Desc, |f| f.order)
     }
 
@@ -87,7 +87,8 @@ impl Layout {
 
     /// The sorted-set score of a tuple: the first field, or the infinity
     /// that lists last.
-    pub fn score(&self, values: &Values) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn score(&self, values: &Values) -> f64 {
         match values[0] {
             Some(v) => v as f64,
             None => match self.direction() {
@@ -159,7 +160,7 @@ impl Layout {
 
     /// The member and every field of a stored entry (`score` is its
     /// sorted-set score); `None` if `stored` is not of this layout.
-    pub fn decode<'s>(&self, stored: &'s str, score: f64) -> Option<(&'s str, Values)> {
+    pub(crate) fn decode<'s>(&self, stored: &'s str, score: f64) -> Option<(&'s str, Values)> {
         let mut values: Values = [None; MAX_FIELDS];
         values[0] = in_range(score).then_some(score as i64);
         for (i, slot) in values
@@ -187,7 +188,7 @@ impl Layout {
     }
 
     /// The fields of a decoded entry, named, for the API's `"fields"`.
-    pub fn named(&self, values: &Values) -> FieldValues {
+    pub(crate) fn named(&self, values: &Values) -> FieldValues {
         FieldValues(
             self.fields
                 .iter()
@@ -263,7 +264,7 @@ impl Serialize for FieldValues {
 /// A member's state in a composite view as kept in the helper hash `K:f`:
 /// per field `value:time` (the time the field reached its value, by the
 /// aggregate rules of src/sink/aggregate.rs) or empty, joined by `;`.
-pub fn parse_state(text: &str) -> Option<[Option<(i64, i64)>; MAX_FIELDS]> {
+pub(crate) fn parse_state(text: &str) -> Option<[Option<(i64, i64)>; MAX_FIELDS]> {
     let mut out = [None; MAX_FIELDS];
     for (i, part) in text.split(';').enumerate() {
         if i >= MAX_FIELDS {

@@ -6,17 +6,17 @@
 //! the reader helpers in [`composite`]).
 
 pub mod composite;
-pub mod duration;
+pub(crate) mod duration;
 pub mod keys;
-pub mod layout;
-pub mod model;
-pub mod period;
-pub mod ranking;
+pub(crate) mod layout;
+pub(crate) mod model;
+pub(crate) mod period;
+pub(crate) mod ranking;
 pub mod resolve;
-pub mod score;
-pub mod spec;
-pub mod window;
+pub(crate) mod score;
+pub(crate) mod spec;
+pub(crate) mod window;
 
 pub use model::{Board, BoardSet};
-pub use ranking::{Aggregate, Order, TieBreak};
-pub use spec::{BoardError, BoardSpec, Globals};
+pub(crate) use ranking::{Aggregate, Order};
+pub(crate) use spec::{BoardError, BoardSpec, Globals};

@@ -11,7 +11,7 @@ use super::duration::{Span, parse_span};
 use super::layout::{FieldOrder, Layout, MAX_FIELDS};
 use super::period::PeriodKind;
 // Re-exported: callers outside the folder name the enums through `model` too.
-pub use super::ranking::{Aggregate, Order, TieBreak};
+pub(crate) use super::ranking::{Aggregate, Order, TieBreak};
 use super::score::{MAX_EXACT, MAX_TIE_TS, TieKey};
 use super::spec::{BoardError, BoardSpec, FieldSpec, Globals};
 use super::window::WindowSpec;
@@ -29,7 +29,7 @@ pub(crate) const DEFAULT_RETENTION: [(PeriodKind, &str); 5] = [
 
 /// One view of a board: a calendar period or a sliding window.
 #[derive(Debug, Clone)]
-pub enum ViewSpec {
+pub(crate) enum ViewSpec {
     Period {
         kind: PeriodKind,
         /// How long after its end a period's key lives; `None` for `all`.
@@ -44,7 +44,7 @@ pub enum ViewSpec {
 
 impl ViewSpec {
     /// The view as named in the API and CLI: `day`, `all`, `win:3h`.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             ViewSpec::Period { kind, .. } => kind.name().to_string(),
             ViewSpec::Window(w) => w.view(),
@@ -56,29 +56,29 @@ impl ViewSpec {
 #[derive(Debug)]
 pub struct Board {
     pub name: String,
-    pub event: EventType,
-    pub filter: Option<Program>,
-    pub member: Program,
-    pub score: Program,
-    pub scope: Option<Program>,
-    pub views: Vec<ViewSpec>,
-    pub aggregate: Aggregate,
-    pub tie: TieBreak,
-    pub order: Order,
+    pub(crate) event: EventType,
+    pub(crate) filter: Option<Program>,
+    pub(crate) member: Program,
+    pub(crate) score: Program,
+    pub(crate) scope: Option<Program>,
+    pub(crate) views: Vec<ViewSpec>,
+    pub(crate) aggregate: Aggregate,
+    pub(crate) tie: TieBreak,
+    pub(crate) order: Order,
     pub(crate) tie_key: TieKey,
-    pub tz: Tz,
+    pub(crate) tz: Tz,
     /// Set for a composite board (`order_by`, docs/score-encoding.md). Then `score`,
     /// `aggregate` and `order` are those of its first field.
-    pub composite: Option<Composite>,
+    pub(crate) composite: Option<Composite>,
     /// Board option `dense_ranks` (default true): views keep the
     /// dense-rank index `K:v` on the write path.
-    pub dense_ranks: bool,
+    pub(crate) dense_ranks: bool,
     /// Board option `scope_slot = "board"`: every scope of the board lives
     /// in the board's cluster slot (`{prefix}:{board}@<scope>:<view>`).
     pub(crate) board_slot: bool,
     /// Board option `scope_registry`: scope values kept per view for
     /// `scope=*` (0 for unscoped boards, or when turned off).
-    pub scope_registry: u64,
+    pub(crate) scope_registry: u64,
 }
 
 /// Scope values a scoped board's registry keeps per view by default.
@@ -86,17 +86,17 @@ pub(crate) const DEFAULT_SCOPE_REGISTRY: u64 = 10_000;
 
 /// One compiled `order_by` field.
 #[derive(Debug)]
-pub struct CompiledField {
-    pub score: Program,
-    pub filter: Option<Program>,
+pub(crate) struct CompiledField {
+    pub(crate) score: Program,
+    pub(crate) filter: Option<Program>,
 }
 
 /// A composite board's fields: expressions, and the encoding of their
 /// values (names, orders, aggregates) in the sorted set.
 #[derive(Debug)]
-pub struct Composite {
-    pub fields: Vec<CompiledField>,
-    pub layout: Layout,
+pub(crate) struct Composite {
+    pub(crate) fields: Vec<CompiledField>,
+    pub(crate) layout: Layout,
 }
 
 impl Board {
@@ -107,12 +107,12 @@ impl Board {
             && (self.tie != TieBreak::None || self.aggregate == Aggregate::Last)
     }
 
-    pub fn view(&self, name: &str) -> Option<&ViewSpec> {
+    pub(crate) fn view(&self, name: &str) -> Option<&ViewSpec> {
         self.views.iter().find(|v| v.name() == name)
     }
 
     /// The tag of this board's instance for `scope` (see [`super::keys`]).
-    pub fn tag(&self, scope: Option<&str>) -> String {
+    pub(crate) fn tag(&self, scope: Option<&str>) -> String {
         super::keys::instance_tag_in(&self.name, scope, self.board_slot)
     }
 
@@ -194,14 +194,14 @@ fn composite_range(c: &Composite, tie: TieBreak) -> String {
 pub struct BoardSet {
     pub boards: Vec<Board>,
     by_event: [Vec<usize>; 3],
-    pub key_prefix: String,
+    pub(crate) key_prefix: String,
     pub(crate) future_skew_ms: i64,
 }
 
 impl BoardSet {
     /// Compiles the `[[board]]` definitions with the global settings they
     /// depend on; every mistake names the board and field.
-    pub fn compile(specs: &[BoardSpec], globals: &Globals) -> Result<BoardSet, BoardError> {
+    pub(crate) fn compile(specs: &[BoardSpec], globals: &Globals) -> Result<BoardSet, BoardError> {
         let prefix = &globals.key_prefix;
         if prefix.is_empty() || prefix.contains(['{', '}']) {
             return Err(BoardError::KeyPrefix(prefix.clone()));
@@ -238,7 +238,7 @@ impl BoardSet {
         &self.by_event[kind.index()]
     }
 
-    pub fn get(&self, name: &str) -> Option<&Board> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Board> {
         self.boards.iter().find(|b| b.name == name)
     }
 }

@@ -69,7 +69,7 @@ pub enum PeriodKind {
 
 impl PeriodKind {
     /// Every kind, shortest first.
-    pub const ALL: [PeriodKind; 6] = [
+    pub(crate) const ALL: [PeriodKind; 6] = [
         PeriodKind::Hour,
         PeriodKind::Day,
         PeriodKind::Week,
@@ -79,7 +79,7 @@ impl PeriodKind {
     ];
 
     /// The name used in config and in view labels (`"week"`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             PeriodKind::Hour => "hour",
             PeriodKind::Day => "day",
@@ -91,7 +91,7 @@ impl PeriodKind {
     }
 
     /// Inverse of [`PeriodKind::name`]; exact, lower-case match only.
-    pub fn parse(s: &str) -> Option<PeriodKind> {
+    pub(crate) fn parse(s: &str) -> Option<PeriodKind> {
         PeriodKind::ALL.into_iter().find(|k| k.name() == s)
     }
 
@@ -126,20 +126,20 @@ impl FromStr for PeriodKind {
 
 /// One concrete period: `[start_ms, end_ms)` in epoch milliseconds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Period {
-    pub kind: PeriodKind,
+pub(crate) struct Period {
+    pub(crate) kind: PeriodKind,
     /// `2026-11-21T14`, `2026-11-21`, `2026-W47`, `2026-11`, `2026`, or `all`.
-    pub id: String,
+    pub(crate) id: String,
     /// First instant of the period. For [`PeriodKind::All`] this is `i64::MIN`:
     /// the all-time board has no start.
-    pub start_ms: i64,
+    pub(crate) start_ms: i64,
     /// First instant after the period; `None` for [`PeriodKind::All`].
-    pub end_ms: Option<i64>,
+    pub(crate) end_ms: Option<i64>,
 }
 
 impl Period {
     /// The view name used in Redis keys: `week:2026-W47`, or `all`.
-    pub fn view(&self) -> String {
+    pub(crate) fn view(&self) -> String {
         match self.kind {
             PeriodKind::All => "all".to_string(),
             kind => format!("{}:{}", kind.name(), self.id),
@@ -147,7 +147,8 @@ impl Period {
     }
 
     /// Whether `ts_ms` lies in `[start_ms, end_ms)`.
-    pub fn contains(&self, ts_ms: i64) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains(&self, ts_ms: i64) -> bool {
         self.start_ms <= ts_ms && self.end_ms.is_none_or(|end| ts_ms < end)
     }
 
@@ -211,7 +212,7 @@ pub(crate) fn period_of(kind: PeriodKind, ts_ms: i64, tz: Tz) -> Period {
 
 /// End of the period of `kind` that is current at `now_ms`: the instant at
 /// which the board resets. `None` for [`PeriodKind::All`], which never resets.
-pub fn next_reset(kind: PeriodKind, now_ms: i64, tz: Tz) -> Option<i64> {
+pub(crate) fn next_reset(kind: PeriodKind, now_ms: i64, tz: Tz) -> Option<i64> {
     period_of(kind, now_ms, tz).end_ms
 }
 

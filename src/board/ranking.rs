@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// How a board combines the scores of one member within a view.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Aggregate {
+pub(crate) enum Aggregate {
     #[default]
     Sum,
     Max,
@@ -20,7 +20,7 @@ pub enum Aggregate {
 /// Which of two members with equal scores ranks first.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum TieBreak {
+pub(crate) enum TieBreak {
     #[default]
     None,
     Earliest,
@@ -31,7 +31,7 @@ pub enum TieBreak {
 /// `min` boards `asc`, because their best is the lowest).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Order {
+pub(crate) enum Order {
     Desc,
     Asc,
 }

@@ -26,12 +26,12 @@ use super::period::{PeriodKind, period_of};
 /// to the view the previous one did, and the batch clones the id only when
 /// it meets a concrete view for the first time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved<'a> {
+pub(crate) struct Resolved<'a> {
     /// View id used in the key: `day:2026-11-21`, `all`, `win:3h`.
-    pub view_id: &'a Arc<str>,
+    pub(crate) view_id: &'a Arc<str>,
     /// Absolute expiry the write path sets on the view key, ms; 0 = none
     /// (`all`, and archived periods, whose expiry the archiver sets).
-    pub expire_at: i64,
+    pub(crate) expire_at: i64,
     /// Until when the key is meant to live, ms (0 = forever): `expire_at`,
     /// or for an archived period the `end + retention` the archiver will
     /// restore. What the instance's fences must outlive.
@@ -39,15 +39,15 @@ pub struct Resolved<'a> {
     /// For a period of an archived view, when it closes (`end + grace`).
     pub(crate) close_at: Option<i64>,
     /// For windows, the end of the event's bucket (the log score).
-    pub bucket_end: Option<i64>,
+    pub(crate) bucket_end: Option<i64>,
     /// Window length, for windows.
     pub(crate) window_ms: Option<i64>,
     /// Start of the period (0 for windows): with the view's index, what
     /// identifies the concrete view without comparing strings.
-    pub start: i64,
+    pub(crate) start: i64,
     /// The period is past retention or closed (`now >= close_at`), or the
     /// bucket has left the window.
-    pub late: bool,
+    pub(crate) late: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ impl Resolver {
     }
 
     /// Resolves view `view` of board `board` for an event at `ts`, at clock `now`.
-    pub fn resolve(
+    pub(crate) fn resolve(
         &mut self,
         boards: &BoardSet,
         board: usize,

@@ -17,7 +17,7 @@ pub(crate) const TIE_KEY_HEX: usize = 12;
 
 /// How a board's tie key is derived from the time a member reached its score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TieKey {
+pub(crate) enum TieKey {
     /// No tie key: members are stored as given.
     None,
     /// key = ts: with the rank order, later times rank first among equals.
@@ -41,7 +41,7 @@ impl TieKey {
     }
 
     /// The code passed to the Lua script.
-    pub fn code(self) -> &'static str {
+    pub(crate) fn code(self) -> &'static str {
         match self {
             TieKey::None => "n",
             TieKey::Ascending => "a",
@@ -65,7 +65,7 @@ impl TieKey {
     }
 
     /// Splits a stored member into the member and the time it reached its score.
-    pub fn decode(self, stored: &str) -> Option<(&str, Option<i64>)> {
+    pub(crate) fn decode(self, stored: &str) -> Option<(&str, Option<i64>)> {
         match self {
             TieKey::None => Some((stored, None)),
             _ => {

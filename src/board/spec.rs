@@ -12,56 +12,56 @@ use super::ranking::{Aggregate, Order, TieBreak};
 /// One `[[board]]` as written.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct BoardSpec {
-    pub name: String,
-    pub event: String,
+pub(crate) struct BoardSpec {
+    pub(crate) name: String,
+    pub(crate) event: String,
     #[serde(default)]
-    pub filter: Option<String>,
-    pub member: String,
+    pub(crate) filter: Option<String>,
+    pub(crate) member: String,
     /// The value ranked; `None` only for a composite board (`order_by`).
     #[serde(default)]
-    pub score: Option<String>,
+    pub(crate) score: Option<String>,
     /// Composite ordering (docs/score-encoding.md): the fields ranked in order, instead
     /// of `score`.
     #[serde(default)]
-    pub order_by: Option<Vec<FieldSpec>>,
+    pub(crate) order_by: Option<Vec<FieldSpec>>,
     #[serde(default)]
-    pub scope: Option<String>,
+    pub(crate) scope: Option<String>,
     #[serde(default)]
-    pub periods: Vec<String>,
+    pub(crate) periods: Vec<String>,
     #[serde(default)]
-    pub windows: Vec<String>,
+    pub(crate) windows: Vec<String>,
     /// `None` means `sum` (composite boards set it per field instead).
     #[serde(default)]
-    pub aggregate: Option<Aggregate>,
+    pub(crate) aggregate: Option<Aggregate>,
     #[serde(default)]
-    pub tie_break: TieBreak,
+    pub(crate) tie_break: TieBreak,
     #[serde(default)]
-    pub order: Option<Order>,
+    pub(crate) order: Option<Order>,
     #[serde(default)]
-    pub timezone: Option<String>,
+    pub(crate) timezone: Option<String>,
     /// Per period kind (`hour`..`year`): how long after the period ends its
     /// key is kept.
     #[serde(default)]
-    pub retention: BTreeMap<String, String>,
+    pub(crate) retention: BTreeMap<String, String>,
     /// Which of `periods` are archived to PostgreSQL when they close
     /// (docs/history.md): `["week", "month"]`.
     #[serde(default)]
-    pub archive: Vec<String>,
+    pub(crate) archive: Vec<String>,
     /// Whether each view keeps a dense-rank index (`K:v`, one entry per
     /// distinct value) so `rank=dense` reads are O(log n); `false` saves
     /// its write cost and memory, and dense reads then walk the values.
     #[serde(default = "default_dense_ranks")]
-    pub dense_ranks: bool,
+    pub(crate) dense_ranks: bool,
     /// Scoped boards: `"scope"` (default, docs/redis-layout.md: each scope in its own
     /// cluster slot) or `"board"` (every scope in the board's slot, so
     /// unions of scopes work on a Redis Cluster).
     #[serde(default)]
-    pub scope_slot: Option<String>,
+    pub(crate) scope_slot: Option<String>,
     /// Scoped boards: how many scope values the registry of each view
     /// keeps for `scope=*` (0: no registry, `scope=*` is refused).
     #[serde(default)]
-    pub scope_registry: Option<u64>,
+    pub(crate) scope_registry: Option<u64>,
 }
 
 fn default_dense_ranks() -> bool {
@@ -71,29 +71,29 @@ fn default_dense_ranks() -> bool {
 /// One `order_by` entry as written. Keys other than these are collected in
 /// `unknown` so the compiler can name them with the entry's position.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
-pub struct FieldSpec {
+pub(crate) struct FieldSpec {
     #[serde(default)]
-    pub field: Option<String>,
+    pub(crate) field: Option<String>,
     #[serde(default)]
-    pub score: Option<String>,
+    pub(crate) score: Option<String>,
     #[serde(default)]
-    pub filter: Option<String>,
+    pub(crate) filter: Option<String>,
     #[serde(default)]
-    pub aggregate: Option<String>,
+    pub(crate) aggregate: Option<String>,
     #[serde(default)]
-    pub order: Option<String>,
+    pub(crate) order: Option<String>,
     #[serde(flatten)]
-    pub unknown: BTreeMap<String, toml::Value>,
+    pub(crate) unknown: BTreeMap<String, toml::Value>,
 }
 
 /// The settings outside `[[board]]` that compiling boards needs, already
 /// parsed by the caller (the configuration names and checks them).
 #[derive(Debug, Clone)]
-pub struct Globals {
+pub(crate) struct Globals {
     /// Zone of boards that do not name their own.
-    pub timezone: chrono_tz::Tz,
+    pub(crate) timezone: chrono_tz::Tz,
     /// Prefix of every Redis key.
-    pub key_prefix: String,
+    pub(crate) key_prefix: String,
     /// Events further ahead of the clock than this many ms are invalid.
     pub(crate) future_skew_ms: i64,
     /// `[archive] grace` in ms when an archive is configured; `None` when
@@ -104,7 +104,7 @@ pub struct Globals {
 /// A board definition that cannot be compiled. Messages name the board (by
 /// name and position) and the field, or the global setting at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BoardError {
+pub(crate) enum BoardError {
     #[error("{location}: {message}")]
     Invalid { location: String, message: String },
     /// The Redis key prefix cannot delimit keys (empty, or has a brace).
@@ -117,7 +117,7 @@ pub enum BoardError {
 }
 
 impl BoardError {
-    pub fn invalid(location: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(location: impl Into<String>, message: impl Into<String>) -> Self {
         BoardError::Invalid {
             location: location.into(),
             message: message.into(),

@@ -26,11 +26,11 @@ pub(crate) const MAX_BUCKETS_PER_WINDOW: i64 = 10_000;
 
 /// A validated window spec.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct WindowSpec {
+pub(crate) struct WindowSpec {
     /// The spec, `"3h/1m"` (surrounding whitespace removed).
-    pub text: String,
+    pub(crate) text: String,
     /// `L` as written, `"3h"`: the view is `win:<label>`.
-    pub label: String,
+    pub(crate) label: String,
     /// `L` in milliseconds.
     pub(crate) length_ms: i64,
     /// `B` in milliseconds (nominal 24 h per day for day buckets).
@@ -42,7 +42,7 @@ pub struct WindowSpec {
 
 /// Why a window spec was rejected. Messages are shown to users.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum WindowError {
+pub(crate) enum WindowError {
     #[error(
         "invalid window {text:?}: expected LENGTH/BUCKET with fixed durations (s, m, h, d, w), e.g. \"3h/1m\" or \"7d/1d\""
     )]
@@ -80,7 +80,7 @@ pub enum WindowError {
 impl WindowSpec {
     /// Parse and validate `"L/B"`: both fixed durations, `B >= 1s`, `L >= B`,
     /// `L` a multiple of `B`, `L / B <= 10_000`.
-    pub fn parse(s: &str) -> Result<WindowSpec, WindowError> {
+    pub(crate) fn parse(s: &str) -> Result<WindowSpec, WindowError> {
         let trimmed = s.trim();
         let malformed = || WindowError::Malformed {
             text: trimmed.to_string(),
@@ -130,7 +130,7 @@ impl WindowSpec {
     }
 
     /// The view name used in Redis keys: `win:3h`.
-    pub fn view(&self) -> String {
+    pub(crate) fn view(&self) -> String {
         format!("win:{}", self.label)
     }
 
@@ -152,14 +152,15 @@ impl WindowSpec {
     }
 
     /// `now - L`: a bucket is in the window at `now` iff its end is `> cutoff`.
-    pub fn cutoff(&self, now_ms: i64) -> i64 {
+    pub(crate) fn cutoff(&self, now_ms: i64) -> i64 {
         now_ms.saturating_sub(self.length_ms)
     }
 
     /// Whether an event at `ts_ms` is in the window at `now_ms`, i.e. its
     /// bucket ends after `now - L`. (Events later than `now` count too; the
     /// definition has no upper bound and callers decide about future events.)
-    pub fn in_window(&self, ts_ms: i64, now_ms: i64, tz: Tz) -> bool {
+    #[cfg(test)]
+    pub(crate) fn in_window(&self, ts_ms: i64, now_ms: i64, tz: Tz) -> bool {
         self.bucket_of(ts_ms, tz).1 > self.cutoff(now_ms)
     }
 

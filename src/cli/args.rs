@@ -43,76 +43,76 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct ArchiveArgs {
     #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// Only this board's periods.
     #[arg(long)]
-    pub board: Option<String>,
+    pub(crate) board: Option<String>,
     /// Copy this period again from Redis (needs `--board`), replacing the
     /// archived copy, e.g. `2026-W47`.
     #[arg(long, requires = "board")]
-    pub period: Option<String>,
+    pub(crate) period: Option<String>,
     /// With `--period`: only this scope (default: every scope of the
     /// period found in the due set or the archive).
     #[arg(long, requires = "period")]
-    pub scope: Option<String>,
+    pub(crate) scope: Option<String>,
 }
 
 /// `rankflow produce`.
 #[derive(Debug, Args)]
 pub struct ProduceArgs {
     #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// Events to send (0 = until interrupted).
     #[arg(long, default_value_t = 10_000)]
-    pub events: u64,
+    pub(crate) events: u64,
     /// Events per second (0 = as fast as possible).
     #[arg(long, default_value_t = 1_000)]
-    pub rate: u64,
+    pub(crate) rate: u64,
     /// Distinct senders / players (Zipf-skewed).
     #[arg(long, default_value_t = 10_000)]
-    pub members: u64,
+    pub(crate) members: u64,
     /// Distinct gift receivers (Zipf-skewed).
     #[arg(long, default_value_t = 100)]
-    pub receivers: u64,
+    pub(crate) receivers: u64,
     /// Distinct games (Zipf-skewed).
     #[arg(long, default_value_t = 20)]
-    pub games: u64,
+    pub(crate) games: u64,
     /// Event types, comma separated.
     #[arg(long, default_value = "gift,score,play", value_delimiter = ',')]
-    pub types: Vec<String>,
+    pub(crate) types: Vec<String>,
     /// Zipf exponent.
     #[arg(long, default_value_t = 1.1)]
-    pub skew: f64,
+    pub(crate) skew: f64,
     /// Topic (default: the first configured topic).
     #[arg(long)]
-    pub topic: Option<String>,
+    pub(crate) topic: Option<String>,
     #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    pub(crate) seed: u64,
 }
 
 /// `rankflow top`.
 #[derive(Debug, Args)]
 pub struct TopArgs {
-    pub board: String,
+    pub(crate) board: String,
     /// `hour|day|week|month|year|all|win:<L>`
-    pub view: String,
+    pub(crate) view: String,
     #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// A scope; give it several times for their union, or `*` for all.
     #[arg(long)]
-    pub scope: Vec<String>,
+    pub(crate) scope: Vec<String>,
     /// Period id, e.g. `2026-W47` (default: the current one).
     #[arg(long)]
-    pub period: Option<String>,
+    pub(crate) period: Option<String>,
     #[arg(long, default_value_t = 10)]
-    pub limit: usize,
+    pub(crate) limit: usize,
     /// Rank style (docs/http-api.md): `ordinal` (1,2,3,4), `competition` (1,1,3)
     /// or `dense` (1,1,2).
     #[arg(long, default_value = "ordinal", value_parser = parse_rank)]
-    pub rank: RankStyle,
+    pub(crate) rank: RankStyle,
     /// Redraw every second until interrupted.
     #[arg(long)]
-    pub watch: bool,
+    pub(crate) watch: bool,
 }
 
 impl Command {

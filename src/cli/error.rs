@@ -28,12 +28,15 @@ pub enum CommandError {
 impl CommandError {
     /// A permanent fault of the configuration in file `config` (exit 2),
     /// the file named in front of the message.
-    pub fn fault(config: &Path, e: impl Display) -> CommandError {
+    pub(crate) fn fault(config: &Path, e: impl Display) -> CommandError {
         CommandError::Invalid(format!("{}: {e}", config.display()))
     }
 
     /// A failure while running (exit 1).
-    pub fn failed(what: impl Into<String>, e: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+    pub(crate) fn failed(
+        what: impl Into<String>,
+        e: impl Into<Box<dyn Error + Send + Sync>>,
+    ) -> Self {
         CommandError::Failed {
             what: what.into(),
             source: e.into(),

@@ -5,10 +5,10 @@
 //! ([`describe`] for `check`, [`render`] for `top` and `archive`). This
 //! file only declares and re-exports.
 
-pub mod args;
-pub mod commands;
+pub(crate) mod args;
+pub(crate) mod commands;
 pub(crate) mod describe;
-pub mod error;
+pub(crate) mod error;
 pub(crate) mod render;
 
 pub use args::{ArchiveArgs, ProduceArgs, TopArgs};

@@ -28,7 +28,7 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    pub fn invalid(location: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(location: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError::Invalid {
             location: location.into(),
             message: message.into(),
@@ -36,7 +36,7 @@ impl ConfigError {
     }
 
     /// For a setting: `setting `redis.url`: ...`.
-    pub fn setting(key: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn setting(key: &str, message: impl Into<String>) -> Self {
         ConfigError::invalid(format!("setting `{key}`"), message)
     }
 }

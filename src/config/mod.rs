@@ -21,7 +21,7 @@ mod env;
 mod error;
 pub(crate) mod redact;
 mod validate;
-pub mod values;
+pub(crate) mod values;
 
 pub use error::ConfigError;
 pub use values::TimeZone;
@@ -41,29 +41,29 @@ pub struct Config {
     pub kafka: KafkaConfig,
     pub redis: RedisConfig,
     #[serde(default)]
-    pub batch: BatchConfig,
+    pub(crate) batch: BatchConfig,
     #[serde(default)]
-    pub http: HttpConfig,
+    pub(crate) http: HttpConfig,
     /// History in PostgreSQL (docs/history.md); off without `url`.
     #[serde(default)]
-    pub archive: ArchiveConfig,
+    pub(crate) archive: ArchiveConfig,
     /// The `[[board]]` array.
     #[serde(default, rename = "board")]
-    pub boards: Vec<BoardSpec>,
+    pub(crate) boards: Vec<BoardSpec>,
 }
 
 #[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaConfig {
     /// Bootstrap servers, comma separated (`bootstrap.servers`).
-    pub brokers: String,
+    pub(crate) brokers: String,
     #[serde(default = "default_group_id")]
-    pub group_id: String,
-    pub topics: Vec<String>,
+    pub(crate) group_id: String,
+    pub(crate) topics: Vec<String>,
     /// Where undecodable or rule-breaking messages go (docs/guarantees.md). Without it
     /// they are only counted and logged.
     #[serde(default)]
-    pub dead_letter_topic: Option<String>,
+    pub(crate) dead_letter_topic: Option<String>,
     /// Messages larger than this are rejected as `too_large` before parsing,
     /// so one huge payload cannot cost a JSON parse of unbounded size.
     #[serde(default = "default_max_event_bytes")]
@@ -71,7 +71,7 @@ pub struct KafkaConfig {
     /// librdkafka properties passed through as given (to the consumer, the
     /// dead-letter producer and `rankflow produce`).
     #[serde(default)]
-    pub client: BTreeMap<String, String>,
+    pub(crate) client: BTreeMap<String, String>,
 }
 
 impl KafkaConfig {
@@ -102,14 +102,14 @@ impl fmt::Debug for KafkaConfig {
 /// says which), or a list of node URLs for a cluster.
 #[derive(Clone, Deserialize, Serialize)]
 #[serde(untagged, expecting = "a redis:// URL, or a list of cluster node URLs")]
-pub enum RedisUrl {
+pub(crate) enum RedisUrl {
     Single(String),
     Cluster(Vec<String>),
 }
 
 impl RedisUrl {
     /// Every URL given, in order.
-    pub fn urls(&self) -> Vec<&str> {
+    pub(crate) fn urls(&self) -> Vec<&str> {
         match self {
             RedisUrl::Single(u) => vec![u.as_str()],
             RedisUrl::Cluster(v) => v.iter().map(String::as_str).collect(),
@@ -135,13 +135,13 @@ impl fmt::Debug for RedisUrl {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisConfig {
-    pub url: RedisUrl,
+    pub(crate) url: RedisUrl,
     #[serde(default = "default_key_prefix")]
-    pub key_prefix: String,
+    pub(crate) key_prefix: String,
     /// How long one pipelined batch may take before it is treated as failed
     /// and retried (a retry is safe: the Lua call is fenced by offset).
     #[serde(default = "default_response_timeout")]
-    pub response_timeout_ms: Millis,
+    pub(crate) response_timeout_ms: Millis,
     /// Acknowledge a batch only once this many replicas of every primary
     /// it wrote to have its writes (Redis `WAIT`), so that a failover to a
     /// replica cannot lose acknowledged updates. 0 = do not wait.
@@ -150,13 +150,13 @@ pub struct RedisConfig {
     /// PEM file of the CA that signed the server certificate, for
     /// `rediss://` URLs; without it the system's trust store is used.
     #[serde(default)]
-    pub tls_ca_file: Option<PathBuf>,
+    pub(crate) tls_ca_file: Option<PathBuf>,
     /// PEM client certificate and key, for servers that require mutual TLS
     /// (`tls-auth-clients yes`); both or neither.
     #[serde(default)]
-    pub tls_cert_file: Option<PathBuf>,
+    pub(crate) tls_cert_file: Option<PathBuf>,
     #[serde(default)]
-    pub tls_key_file: Option<PathBuf>,
+    pub(crate) tls_key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -183,20 +183,20 @@ impl Default for BatchConfig {
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct HttpConfig {
+pub(crate) struct HttpConfig {
     /// `host:port` to listen on; `:0` picks a free port.
     #[serde(default = "default_listen")]
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// How long the result of a query-time union (docs/http-api.md, `last:7d`)
     /// is reused before it is computed again: the staleness a reader of a
     /// union view accepts in exchange for one `ZUNIONSTORE` per this span
     /// instead of one per read.
     #[serde(default = "default_union_cache")]
-    pub union_cache: FixedSpan,
+    pub(crate) union_cache: FixedSpan,
     /// Most Server-Sent Events streams (docs/http-api.md) open at once; one more
     /// is refused with 503. Bounds the sockets and tasks clients can hold.
     #[serde(default = "default_max_streams")]
-    pub max_streams: NonZeroUsize,
+    pub(crate) max_streams: NonZeroUsize,
 }
 
 impl Default for HttpConfig {
@@ -216,24 +216,24 @@ impl Default for HttpConfig {
 pub struct ArchiveConfig {
     /// `postgres://user:pass@host:port/db`; no archive without it.
     #[serde(default)]
-    pub url: Option<String>,
+    pub(crate) url: Option<String>,
     /// A period of an archived view closes this long after its end; events
     /// for it are `late` from then on.
     #[serde(default = "default_grace")]
-    pub grace: FixedSpan,
+    pub(crate) grace: FixedSpan,
     /// Kafka topic announcing each completed copy; none without it.
     #[serde(default)]
-    pub closed_topic: Option<String>,
+    pub(crate) closed_topic: Option<String>,
     /// Entries in a period-closed message.
     #[serde(default = "default_closed_top")]
-    pub closed_top: NonZeroUsize,
+    pub(crate) closed_top: NonZeroUsize,
     /// How often each instance looks for closed periods to archive.
     #[serde(default = "default_archive_interval")]
     pub(crate) interval_ms: Millis,
     /// Members read from Redis and written per step of a copy: what bounds
     /// the archiver's memory, whatever the board's size.
     #[serde(default = "default_archive_chunk")]
-    pub chunk: NonZeroUsize,
+    pub(crate) chunk: NonZeroUsize,
 }
 
 impl Default for ArchiveConfig {
@@ -251,7 +251,7 @@ impl Default for ArchiveConfig {
 
 impl ArchiveConfig {
     /// Whether periods are archived at all.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.url.is_some()
     }
 
@@ -333,7 +333,7 @@ fn default_listen() -> SocketAddr {
 impl Config {
     /// Reads the file, applies the process environment, deserializes and
     /// checks the cross-field rules.
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    pub(crate) fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
@@ -400,7 +400,7 @@ pub(crate) fn test_boards(boards: &str) -> BoardSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::board::TieBreak;
+    use crate::board::ranking::TieBreak;
 
     const MINIMAL: &str = r#"
         [kafka]

@@ -10,7 +10,7 @@ pub(crate) const MASK: &str = "***";
 /// query parameter) replaced by [`MASK`]. A URL without a password comes
 /// back unchanged; text that is not a URL at all is masked whole after the
 /// first `@`, since it cannot be told which part is secret.
-pub fn url(url: &str) -> String {
+pub(crate) fn url(url: &str) -> String {
     let (scheme, rest) = match url.split_once("://") {
         Some((s, r)) => (Some(s), r),
         None => (None, url),
@@ -62,7 +62,7 @@ pub(crate) fn is_secret_property(key: &str) -> bool {
 }
 
 /// The value of property `key` as it may be shown.
-pub fn property<'v>(key: &str, value: &'v str) -> &'v str {
+pub(crate) fn property<'v>(key: &str, value: &'v str) -> &'v str {
     if is_secret_property(key) { MASK } else { value }
 }
 

@@ -41,7 +41,7 @@ impl Millis {
         self.0.get()
     }
 
-    pub fn duration(self) -> Duration {
+    pub(crate) fn duration(self) -> Duration {
         Duration::from_millis(self.0.get())
     }
 }
@@ -76,7 +76,7 @@ pub struct FixedSpan {
 }
 
 impl FixedSpan {
-    pub fn ms(&self) -> i64 {
+    pub(crate) fn ms(&self) -> i64 {
         self.ms
     }
 }

@@ -38,19 +38,19 @@ pub struct Taken {
 #[derive(Debug, Default)]
 pub struct Batch {
     /// Offsets, outcomes and dead letters.
-    pub record: Record,
+    pub(crate) record: Record,
     /// The board updates, per board instance.
     pub updates: Updates,
 }
 
 impl Batch {
     /// Whether no message was taken yet.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.record.messages == 0
     }
 
     /// Messages taken (the `max_events` measure).
-    pub fn messages(&self) -> usize {
+    pub(crate) fn messages(&self) -> usize {
         self.record.messages
     }
 
@@ -73,7 +73,7 @@ impl Batch {
 
     /// Counts an event of partition `part` that will not reach Redis
     /// (filtered, invalid, late on arrival).
-    pub fn count(&mut self, part: u16, kind: Option<EventType>, outcome: Outcome) {
+    pub(crate) fn count(&mut self, part: u16, kind: Option<EventType>, outcome: Outcome) {
         self.record.count(part, kind, outcome);
     }
 

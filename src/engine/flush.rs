@@ -45,11 +45,11 @@ pub(crate) enum Flushed {
 #[derive(Clone)]
 pub(crate) struct Flusher {
     /// Writes the batches' updates to Redis.
-    pub writer: Arc<Writer>,
+    pub(crate) writer: Arc<Writer>,
     /// The clock a batch is applied at (window cutoffs, closes).
-    pub clock: SharedClock,
+    pub(crate) clock: SharedClock,
     /// Told whether Redis is reachable.
-    pub health: Arc<Health>,
+    pub(crate) health: Arc<Health>,
     /// Where invalid messages go, when a dead-letter topic is configured.
     pub(crate) dead_letters: Option<DeadLetters>,
 }
@@ -58,7 +58,7 @@ impl Flusher {
     /// Spawns the flush of `batch` after `previous`. The returned receiver
     /// tells the next flush whether this one was applied; a flush after one
     /// that was not gives up too, so no batch is applied past a gap.
-    pub fn start(
+    pub(crate) fn start(
         &self,
         batch: Batch,
         previous: Option<oneshot::Receiver<bool>>,

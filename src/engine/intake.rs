@@ -77,7 +77,7 @@ impl Intake {
     }
 
     /// Decodes one message read at clock `now` and adds it to `batch`.
-    pub fn take<M: Message>(&mut self, batch: &mut Batch, msg: &M, now: i64) {
+    pub(crate) fn take<M: Message>(&mut self, batch: &mut Batch, msg: &M, now: i64) {
         let topic = self.intern(msg.topic());
         let part = batch.take_message(&topic, msg.partition(), msg.offset());
         let reject = |kind, reason, detail| Rejection {

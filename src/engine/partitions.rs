@@ -55,7 +55,7 @@ impl Partitions {
     /// must look up: every partition still awaiting, not only the new ones,
     /// since the new generation makes the answer of any lookup still in
     /// flight stale (a partition it covered would otherwise wait forever).
-    pub fn assign(&mut self, parts: &[TopicPartition], now: Instant) -> (u64, ResumeAt) {
+    pub(crate) fn assign(&mut self, parts: &[TopicPartition], now: Instant) -> (u64, ResumeAt) {
         self.assigned.extend(parts.iter().cloned());
         for p in parts {
             self.awaiting.entry(p.clone()).or_insert(None);
@@ -72,7 +72,7 @@ impl Partitions {
         self.awaiting.iter().map(|(p, f)| (p.clone(), *f)).collect()
     }
 
-    pub fn revoke(&mut self, parts: &[TopicPartition]) {
+    pub(crate) fn revoke(&mut self, parts: &[TopicPartition]) {
         for p in parts {
             self.assigned.remove(p);
             self.awaiting.remove(p);
@@ -98,7 +98,7 @@ impl Partitions {
     /// longer awaiting from now on; the others are held until it starts),
     /// or nothing when a newer assignment or rewind asked again (its answer
     /// counts).
-    pub fn resumed(&mut self, generation: u64, offsets: ResumeAt) -> ResumeAt {
+    pub(crate) fn resumed(&mut self, generation: u64, offsets: ResumeAt) -> ResumeAt {
         if generation != self.generation {
             return Vec::new();
         }
@@ -154,7 +154,7 @@ impl Partitions {
 
     /// Partitions that fetch unless paused: assigned, positioned and with
     /// their fetcher started.
-    pub fn fetching(&self) -> Vec<TopicPartition> {
+    pub(crate) fn fetching(&self) -> Vec<TopicPartition> {
         self.assigned
             .iter()
             .filter(|p| !self.awaiting.contains_key(*p) && !self.held.contains_key(*p))

@@ -31,8 +31,8 @@ pub(crate) const FLUSHES_IN_FLIGHT: usize = 2;
 pub(crate) struct Leftover {
     pub(crate) inflight: VecDeque<JoinHandle<Flushed>>,
     /// Closed batches, then the one being built.
-    pub closed: VecDeque<Batch>,
-    pub previous: Option<oneshot::Receiver<bool>>,
+    pub(crate) closed: VecDeque<Batch>,
+    pub(crate) previous: Option<oneshot::Receiver<bool>>,
 }
 
 pub(crate) struct FlushQueue {
@@ -82,7 +82,7 @@ impl FlushQueue {
 
     /// When the building batch must close (`None` while it is empty or
     /// already due and waiting for a flush slot).
-    pub fn deadline(&self) -> Option<Instant> {
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         match self.building.opened_at() {
             Some(opened) if !self.due => Some(opened + self.max_delay),
             _ => None,
@@ -119,7 +119,7 @@ impl FlushQueue {
     }
 
     /// Messages held in memory and not yet handed to a flush.
-    pub fn backlog(&self) -> usize {
+    pub(crate) fn backlog(&self) -> usize {
         self.building.messages() + self.closed.iter().map(Batch::messages).sum::<usize>()
     }
 

@@ -26,11 +26,11 @@ use crate::telemetry::Outcome;
 
 /// A partition's share of the batch.
 #[derive(Debug, Clone)]
-pub struct PartState {
+pub(crate) struct PartState {
     /// The partition's topic.
-    pub topic: Arc<str>,
+    pub(crate) topic: Arc<str>,
     /// The partition's number.
-    pub partition: i32,
+    pub(crate) partition: i32,
     /// Lowest and highest offset taken into the batch (applied, filtered
     /// or invalid); `last_offset` is -1 once the partition was revoked.
     pub(crate) first_offset: i64,
@@ -45,15 +45,15 @@ pub(crate) type OutcomeCounts = HashMap<(u16, Option<EventType>, Outcome), u64>;
 /// An event with at least one update in the batch: `applied` if Redis
 /// takes one of them.
 #[derive(Debug, Clone, Copy)]
-pub struct AppliedEvent {
+pub(crate) struct AppliedEvent {
     /// Index of its partition in [`Record::parts`].
-    pub part: u16,
+    pub(crate) part: u16,
     /// Its offset, to find what became of its updates.
-    pub offset: i64,
+    pub(crate) offset: i64,
     /// Event time, for the lag histogram.
-    pub ts: i64,
+    pub(crate) ts: i64,
     /// Its type, a label of `rankflow_events_total`.
-    pub kind: EventType,
+    pub(crate) kind: EventType,
 }
 
 /// A batch's final counts once Redis acknowledged it.
@@ -69,16 +69,16 @@ pub struct Settled {
 #[derive(Debug, Default)]
 pub struct Record {
     /// Messages taken (the `max_events` measure).
-    pub messages: usize,
+    pub(crate) messages: usize,
     /// When the first message arrived (the `max_delay_ms` measure).
     pub(crate) opened_at: Option<Instant>,
     /// Every partition the batch took a message of, by index.
-    pub parts: Vec<PartState>,
+    pub(crate) parts: Vec<PartState>,
     part_index: HashMap<TopicPartition, u16>,
     /// Events that will not reach Redis, counted as they were taken.
-    pub outcomes: OutcomeCounts,
+    pub(crate) outcomes: OutcomeCounts,
     /// Events with at least one update, in arrival order.
-    pub applied: Vec<AppliedEvent>,
+    pub(crate) applied: Vec<AppliedEvent>,
     /// Messages that are not valid events, for the dead-letter topic.
     pub(crate) dead_letters: Vec<DeadLetter>,
 }
@@ -87,7 +87,12 @@ impl Record {
     /// Registers a message of `topic/partition` at `offset`; every message
     /// taken must be registered so its offset is committed with the batch.
     /// Returns the partition's index, and whether the batch just met it.
-    pub fn take_message(&mut self, topic: &Arc<str>, partition: i32, offset: i64) -> (u16, bool) {
+    pub(crate) fn take_message(
+        &mut self,
+        topic: &Arc<str>,
+        partition: i32,
+        offset: i64,
+    ) -> (u16, bool) {
         self.messages += 1;
         if self.opened_at.is_none() {
             self.opened_at = Some(Instant::now());
@@ -114,12 +119,12 @@ impl Record {
 
     /// Counts an event of partition `part` that will not reach Redis
     /// (filtered, invalid, late on arrival).
-    pub fn count(&mut self, part: u16, kind: Option<EventType>, outcome: Outcome) {
+    pub(crate) fn count(&mut self, part: u16, kind: Option<EventType>, outcome: Outcome) {
         *self.outcomes.entry((part, kind, outcome)).or_insert(0) += 1;
     }
 
     /// Keeps an event with updates in the batch until Redis answered.
-    pub fn applying(&mut self, event: AppliedEvent) {
+    pub(crate) fn applying(&mut self, event: AppliedEvent) {
         self.applied.push(event);
     }
 
@@ -161,7 +166,7 @@ impl Record {
     /// if Redis took at least one of its updates, `late` if the script
     /// found all of those it was sent late, and not at all if the fences
     /// showed every one of them applied already.
-    pub fn settle(&self, fates: Option<&Fates>) -> Settled {
+    pub(crate) fn settle(&self, fates: Option<&Fates>) -> Settled {
         let mut counts = self.outcomes.clone();
         let mut applied_ts = Vec::with_capacity(self.applied.len());
         for e in &self.applied {

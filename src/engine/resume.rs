@@ -22,7 +22,7 @@ const RETRY_MAX: Duration = Duration::from_secs(5);
 pub(crate) struct Resume {
     /// Assignment generation the lookup belongs to.
     pub(crate) generation: u64,
-    pub offsets: ResumeAt,
+    pub(crate) offsets: ResumeAt,
 }
 
 /// Reads the positions of `parts` and sends them to `tx`. A partition

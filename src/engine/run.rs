@@ -45,7 +45,7 @@ const MAX_CHUNK: usize = 1024;
 impl Engine {
     /// Runs until `shutdown` turns true; then drains the batches in hand,
     /// commits and returns.
-    pub async fn run(self, shutdown: watch::Receiver<bool>) {
+    pub(crate) async fn run(self, shutdown: watch::Receiver<bool>) {
         let consumer = self.consumer.clone();
         // Messages that are already fetched are taken in chunks, so the
         // loop's select runs once per chunk rather than once per message.

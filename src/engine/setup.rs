@@ -21,13 +21,13 @@ use super::port::{Sink, Source};
 /// What the loop needs, built by the application wiring (`app`): by default
 /// the librdkafka consumer and the Redis [`Flusher`].
 pub(crate) struct Engine<Src: Source = KafkaConsumer, Snk: Sink = Flusher> {
-    pub boards: Arc<BoardSet>,
-    pub decoder: Arc<Decoder>,
-    pub consumer: Arc<Src>,
-    pub rebalances: UnboundedReceiver<RebalanceEvent>,
-    pub clock: SharedClock,
-    pub health: Arc<Health>,
-    pub batch: BatchConfig,
+    pub(crate) boards: Arc<BoardSet>,
+    pub(crate) decoder: Arc<Decoder>,
+    pub(crate) consumer: Arc<Src>,
+    pub(crate) rebalances: UnboundedReceiver<RebalanceEvent>,
+    pub(crate) clock: SharedClock,
+    pub(crate) health: Arc<Health>,
+    pub(crate) batch: BatchConfig,
     /// Longest payload copied into a dead letter.
     pub(crate) max_event_bytes: usize,
     /// Woken when a flush reports window evictions left over.

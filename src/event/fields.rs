@@ -21,7 +21,7 @@ impl Slot {
 
     /// The slot of `name`, or `None` when no schema declares it (it then
     /// lives in the map of other fields).
-    pub fn of(name: &str) -> Option<Slot> {
+    pub(crate) fn of(name: &str) -> Option<Slot> {
         Key::find(name).map(Slot::from)
     }
 }
@@ -59,7 +59,7 @@ impl Fields {
     /// The field read through a compiled name: `slot` is
     /// [`Slot::of`]`(name)`, worked out once by the caller.
     #[inline]
-    pub fn field(&self, name: &str, slot: Option<Slot>) -> Option<&Value> {
+    pub(crate) fn field(&self, name: &str, slot: Option<Slot>) -> Option<&Value> {
         match slot {
             Some(Slot(i)) => self.known.get(usize::from(i)).and_then(Option::as_ref),
             None => self.extra.get(name),
@@ -67,7 +67,7 @@ impl Fields {
     }
 
     /// The field called `name`.
-    pub fn get(&self, name: &str) -> Option<&Value> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Value> {
         self.field(name, Slot::of(name))
     }
 

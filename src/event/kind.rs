@@ -23,7 +23,7 @@ impl EventType {
         }
     }
 
-    pub fn parse(s: &str) -> Option<EventType> {
+    pub(crate) fn parse(s: &str) -> Option<EventType> {
         EventType::ALL.into_iter().find(|t| t.name() == s)
     }
 

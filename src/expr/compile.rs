@@ -25,7 +25,7 @@ struct Compiled {
 
 pub(crate) struct Compiler {
     /// Top-level fields read, in order of first use.
-    pub fields: Vec<String>,
+    pub(crate) fields: Vec<String>,
     /// Guarded constant subtrees whose evaluation failed, innermost first,
     /// so that an expression that always fails is reported where it fails.
     fold_failures: Vec<(usize, EvalError)>,
@@ -46,7 +46,7 @@ fn mismatch(pos: usize, op: &str, l: Kinds, r: Kinds) -> CompileError {
 }
 
 impl Compiler {
-    pub(crate) fn new() -> Compiler {
+    pub fn new() -> Compiler {
         Compiler {
             fields: Vec::new(),
             fold_failures: Vec::new(),

@@ -7,8 +7,8 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message} at column {position}")]
 pub struct CompileError {
-    pub position: usize,
-    pub message: String,
+    pub(crate) position: usize,
+    pub(crate) message: String,
 }
 
 /// An error evaluating a program against one event.
@@ -39,7 +39,8 @@ pub enum EvalError {
 
 impl EvalError {
     /// A short, stable reason code (for metrics labels and logs).
-    pub fn code(&self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             EvalError::NoSuchField(_) => "no_such_field",
             EvalError::IndexOutOfBounds { .. } => "index_out_of_bounds",

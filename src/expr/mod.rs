@@ -147,13 +147,13 @@ impl Program {
     }
 
     /// The source text this program was compiled from.
-    pub fn source(&self) -> &str {
+    pub(crate) fn source(&self) -> &str {
         &self.source
     }
 
     /// Top-level field names the expression reads (including in `has()`),
     /// in order of first use.
-    pub fn fields(&self) -> Vec<String> {
+    pub(crate) fn fields(&self) -> Vec<String> {
         self.fields.to_vec()
     }
 

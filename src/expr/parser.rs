@@ -58,10 +58,10 @@ pub(crate) enum UnOp {
 /// operators, the name for calls and selections, the first char otherwise).
 #[derive(Debug, Clone)]
 pub(crate) struct Ast {
-    pub kind: AstKind,
+    pub(crate) kind: AstKind,
     pub(crate) pos: usize,
     /// Height of this subtree (a leaf is 1), bounded by `MAX_DEPTH`.
-    pub height: usize,
+    pub(crate) height: usize,
 }
 
 #[derive(Debug, Clone)]

@@ -58,12 +58,12 @@ impl Func {
 /// keys / array indexes.
 #[derive(Debug, Clone)]
 pub(crate) struct Path {
-    pub root: Box<str>,
+    pub(crate) root: Box<str>,
     /// `root`'s slot in an event's fields, resolved once here.
-    pub slot: Option<Slot>,
-    pub segs: Box<[Seg]>,
+    pub(crate) slot: Option<Slot>,
+    pub(crate) segs: Box<[Seg]>,
     /// The path as written, for `NoSuchField` messages.
-    pub text: Box<str>,
+    pub(crate) text: Box<str>,
 }
 
 #[derive(Debug, Clone)]

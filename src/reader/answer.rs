@@ -41,7 +41,7 @@ pub enum Source {
 }
 
 impl Source {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Source::Live => "live",
             Source::Archive => "archive",
@@ -52,31 +52,31 @@ impl Source {
 /// A page of a board.
 #[derive(Debug, Clone, Serialize)]
 pub struct List {
-    pub board: String,
-    pub view: String,
-    pub period: Option<String>,
-    pub scope: Option<String>,
+    pub(crate) board: String,
+    pub(crate) view: String,
+    pub(crate) period: Option<String>,
+    pub(crate) scope: Option<String>,
     /// The scopes of a union of scopes (`["*"]` for all of them).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub scopes: Option<Vec<String>>,
+    pub(crate) scopes: Option<Vec<String>>,
     pub total: u64,
     pub entries: Vec<Entry>,
-    pub source: Source,
+    pub(crate) source: Source,
 }
 
 /// The entries of a list of members (a friends board), in rank order with
 /// their global ranks, and the ids not on the board, in request order.
 #[derive(Debug, Clone, Serialize)]
 pub struct MemberList {
-    pub board: String,
-    pub view: String,
-    pub period: Option<String>,
-    pub scope: Option<String>,
+    pub(crate) board: String,
+    pub(crate) view: String,
+    pub(crate) period: Option<String>,
+    pub(crate) scope: Option<String>,
     /// The scopes of a union of scopes (`["*"]` for all of them).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub scopes: Option<Vec<String>>,
-    pub source: Source,
-    pub total: u64,
+    pub(crate) scopes: Option<Vec<String>>,
+    pub(crate) source: Source,
+    pub(crate) total: u64,
     pub entries: Vec<Entry>,
     pub missing: Vec<String>,
 }
@@ -85,12 +85,12 @@ pub struct MemberList {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct MemberEntry {
     pub rank: u64,
-    pub member: String,
+    pub(crate) member: String,
     #[serde(serialize_with = "score_json")]
     pub score: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fields: Option<FieldValues>,
-    pub source: Source,
+    pub(crate) source: Source,
 }
 
 impl MemberEntry {

@@ -185,9 +185,9 @@ impl Unions {
 /// index, and the reader's clock.
 #[derive(Clone, Copy)]
 pub(super) struct Trim<'a> {
-    pub boards: &'a crate::board::BoardSet,
+    pub(crate) boards: &'a crate::board::BoardSet,
     pub(crate) board_index: usize,
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
 }
 
 static SCRIPT: ReadScript = ReadScript::new("union", UNION_LUA);

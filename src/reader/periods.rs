@@ -36,29 +36,29 @@ const CHUNK: usize = 1_000;
 /// One period of a view.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct PeriodInfo {
-    pub period: String,
+    pub(crate) period: String,
     /// RFC 3339, UTC.
-    pub start: String,
-    pub end: String,
-    pub source: Source,
-    pub members: u64,
+    pub(crate) start: String,
+    pub(crate) end: String,
+    pub(crate) source: Source,
+    pub(crate) members: u64,
 }
 
 /// A page of a view's periods, newest first.
 #[derive(Debug, Clone, Serialize)]
 pub struct PeriodList {
-    pub board: String,
-    pub view: String,
-    pub scope: Option<String>,
+    pub(crate) board: String,
+    pub(crate) view: String,
+    pub(crate) scope: Option<String>,
     /// Periods in the whole list.
-    pub total: u64,
-    pub periods: Vec<PeriodInfo>,
+    pub(crate) total: u64,
+    pub(crate) periods: Vec<PeriodInfo>,
 }
 
 impl Reader {
     /// The periods of `q`'s view and scope (its `period` is not used),
     /// `limit` of them from `offset` on.
-    pub async fn periods(
+    pub(crate) async fn periods(
         &self,
         q: &Query,
         offset: usize,

@@ -11,25 +11,25 @@ use crate::board::model::{Aggregate, Board};
 #[derive(Debug, Clone)]
 pub(super) struct UnionPlan {
     /// The result sorted set (the key every read of the view uses).
-    pub result: String,
+    pub(crate) result: String,
     /// Its tie time hash (tie-break boards; else unused).
-    pub times: String,
+    pub(crate) times: String,
     /// Exists while the result is fresh (lives `union_cache`; the result
     /// a grace longer).
-    pub fresh: String,
+    pub(crate) fresh: String,
     /// The boards to combine: period boards newest first, then scope by
     /// scope for a union of scopes.
-    pub sources: Vec<String>,
+    pub(crate) sources: Vec<String>,
     /// `scope=*`: the sources are every registered scope of these views,
     /// found when the union is computed ([`super::scopes`]).
-    pub registered: Option<Registered>,
+    pub(crate) registered: Option<Registered>,
     /// Window instances (tags) to trim to the reader's clock first.
-    pub trims: Vec<String>,
+    pub(crate) trims: Vec<String>,
     /// Whether the sources lie in several cluster slots (a union of scopes
     /// of a board in the default layout): refused on a Redis Cluster.
     pub(crate) cross_slot: bool,
-    pub aggregate: &'static str,
-    pub tie: &'static str,
+    pub(crate) aggregate: &'static str,
+    pub(crate) tie: &'static str,
 }
 
 impl UnionPlan {

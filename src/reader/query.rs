@@ -82,7 +82,7 @@ impl ScopeUnion {
     }
 
     /// The scopes as a list shows them: the values, or `["*"]`.
-    pub fn shown(&self) -> Vec<String> {
+    pub(crate) fn shown(&self) -> Vec<String> {
         match self {
             ScopeUnion::Listed(s) => s.clone(),
             ScopeUnion::All => vec!["*".to_string()],

@@ -54,7 +54,7 @@ pub enum RankStyle {
 }
 
 impl RankStyle {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             RankStyle::Ordinal => "ordinal",
             RankStyle::Competition => "competition",
@@ -63,10 +63,11 @@ impl RankStyle {
     }
 
     /// Every style, in the order errors list them.
-    pub const ALL: [RankStyle; 3] = [RankStyle::Ordinal, RankStyle::Competition, RankStyle::Dense];
+    pub(crate) const ALL: [RankStyle; 3] =
+        [RankStyle::Ordinal, RankStyle::Competition, RankStyle::Dense];
 
     /// The style named `raw`, if any.
-    pub fn parse(raw: &str) -> Option<RankStyle> {
+    pub(crate) fn parse(raw: &str) -> Option<RankStyle> {
         RankStyle::ALL.into_iter().find(|s| s.name() == raw)
     }
 }
@@ -111,7 +112,11 @@ static SCRIPT: ReadScript = ReadScript::new("ranks", RANKS_LUA);
 
 /// The read script: one `EVALSHA` (plus a `SCRIPT LOAD` the first time,
 /// or when Redis restarted and forgot it).
-pub async fn eval(store: &Store, keys: &[&str], args: &[String]) -> Result<Value, StoreError> {
+pub(crate) async fn eval(
+    store: &Store,
+    keys: &[&str],
+    args: &[String],
+) -> Result<Value, StoreError> {
     SCRIPT.eval(store, keys, args).await
 }
 

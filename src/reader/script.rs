@@ -44,7 +44,7 @@ impl ReadScript {
 
     /// One `EVALSHA` (plus a `SCRIPT LOAD` the first time, or when Redis
     /// forgot the script).
-    pub async fn eval(
+    pub(crate) async fn eval(
         &self,
         store: &Store,
         keys: &[&str],

@@ -34,9 +34,9 @@ struct Counted {
 
 /// A list of members read from Redis.
 pub(super) struct LiveMembers {
-    pub total: u64,
+    pub(crate) total: u64,
     /// In rank order, ranked in the style asked for.
-    pub entries: Vec<Entry>,
+    pub(crate) entries: Vec<Entry>,
 }
 
 fn order_name(order: Order) -> &'static str {

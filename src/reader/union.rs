@@ -41,12 +41,12 @@ const UNITS: [(&str, PeriodKind); 5] = [
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub(crate) struct ScopeUnionOffer {
     /// `scope=a&scope=b`, up to this many scopes.
-    pub max_listed: usize,
+    pub(crate) max_listed: usize,
     /// `scope=*`: scope values each view's registry keeps (0: not offered).
-    pub registry: u64,
+    pub(crate) registry: u64,
     /// `"scope"` (default layout: unions on a single Redis only) or
     /// `"board"` (all scopes in the board's slot: unions on a cluster too).
-    pub scope_slot: &'static str,
+    pub(crate) scope_slot: &'static str,
 }
 
 /// The unions of scopes `board` offers, if any.
@@ -60,10 +60,10 @@ pub(crate) fn scope_offer(board: &Board) -> Option<ScopeUnionOffer> {
 
 /// A union view the board offers, as `GET /v1/boards` lists it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub(crate) struct UnionOffer {
+pub struct UnionOffer {
     /// `last:<N>d`: any N from 1 to `max_n`.
-    pub view: String,
-    pub max_n: u32,
+    pub(crate) view: String,
+    pub(crate) max_n: u32,
 }
 
 fn unit_of(kind: PeriodKind) -> &'static str {
@@ -81,7 +81,7 @@ fn bad_view(message: impl Into<String>) -> ReadError {
 /// `Some((n, kind))` for a view named `last:...`, checked for its form
 /// only; `None` for other views. Leading zeros and signs are refused so
 /// that one union has one name (and one result key).
-pub fn parse(view: &str) -> Option<Result<(u32, PeriodKind), ReadError>> {
+pub(crate) fn parse(view: &str) -> Option<Result<(u32, PeriodKind), ReadError>> {
     let rest = view.strip_prefix("last:")?;
     let digits = rest.chars().take_while(char::is_ascii_digit).count();
     let (number, unit) = rest.split_at(digits);
@@ -115,7 +115,7 @@ fn nominal_ms(kind: PeriodKind) -> i64 {
 /// periods as its retention for that kind holds (at least the current
 /// one), or [`MAX_UNION_PERIODS`] when kept forever. `None` when the
 /// board does not keep that period kind.
-pub fn max_n(board: &Board, kind: PeriodKind) -> Option<u32> {
+pub(crate) fn max_n(board: &Board, kind: PeriodKind) -> Option<u32> {
     let retention = board.views.iter().find_map(|v| match v {
         ViewSpec::Period {
             kind: k, retention, ..

@@ -31,14 +31,14 @@ pub(crate) const MAX_MEMBER_BYTES: usize = 512;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Update<'e> {
     /// Index into [`BoardSet::boards`].
-    pub board: usize,
-    pub scope: Option<Cow<'e, str>>,
-    pub member: Cow<'e, str>,
+    pub(crate) board: usize,
+    pub(crate) scope: Option<Cow<'e, str>>,
+    pub(crate) member: Cow<'e, str>,
     /// The score; for a composite board its first field (0 when that
     /// field has no value from this event).
-    pub value: f64,
+    pub(crate) value: f64,
     /// A composite board's field values from this event.
-    pub fields: Option<Values>,
+    pub(crate) fields: Option<Values>,
 }
 
 /// Why an event's rules could not be evaluated (dead-letter reason `expression`).
@@ -71,7 +71,7 @@ pub enum RuleError {
 }
 
 impl RuleError {
-    pub fn reason(&self) -> DlqReason {
+    pub(crate) fn reason(&self) -> DlqReason {
         DlqReason::Expression
     }
 }

@@ -15,9 +15,9 @@ use crate::board::composite::{Layout, MAX_FIELDS, MAX_VALUE, Values};
 
 /// A member's aggregated value and the time it was reached.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Agg {
-    pub value: f64,
-    pub ts: i64,
+pub(crate) struct Agg {
+    pub(crate) value: f64,
+    pub(crate) ts: i64,
 }
 
 impl Agg {

@@ -14,9 +14,9 @@ pub(crate) struct Caches {
     /// Key expiries sent.
     pub(crate) expiries: ExpiryCache,
     /// Archived periods registered in the due set.
-    pub due: Registered,
+    pub(crate) due: Registered,
     /// Scope values registered in the views' scope registries.
-    pub scopes: ScopeCache,
+    pub(crate) scopes: ScopeCache,
     /// The store's state epoch the entries belong to.
     epoch: u64,
 }

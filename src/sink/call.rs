@@ -14,21 +14,21 @@ pub(crate) const MAX_UPDATES_PER_CALL: usize = 4000;
 
 /// One board instance inside a call.
 #[derive(Debug, Clone)]
-pub struct Member {
+pub(crate) struct Member {
     /// Index of the instance in its batch (`u32::MAX` for trim-only calls).
-    pub instance: u32,
-    pub board: usize,
+    pub(crate) instance: u32,
+    pub(crate) board: usize,
     /// Hash tag content; every key of the instance shares it.
-    pub tag: String,
+    pub(crate) tag: String,
 }
 
 /// One EVALSHA of the apply script.
 #[derive(Debug, Clone)]
 pub struct Call {
-    pub members: Vec<Member>,
-    pub keys: Vec<String>,
+    pub(crate) members: Vec<Member>,
+    pub(crate) keys: Vec<String>,
     /// Text arguments, and one packed binary argument per view's updates.
-    pub args: Vec<Vec<u8>>,
+    pub(crate) args: Vec<Vec<u8>>,
     /// (index into `args`, window length): the window cutoffs, `now - L`,
     /// filled in per attempt so a retried call uses the clock of its attempt.
     cutoffs: Vec<(usize, i64)>,
@@ -40,12 +40,12 @@ pub struct Call {
 
 /// One instance's keys and arguments, ready to be appended to a call.
 pub(crate) struct Encoded {
-    pub member: Member,
-    pub keys: Vec<String>,
-    pub args: Vec<Vec<u8>>,
+    pub(crate) member: Member,
+    pub(crate) keys: Vec<String>,
+    pub(crate) args: Vec<Vec<u8>>,
     pub(crate) cutoffs: Vec<(usize, i64)>,
     pub(crate) expiries: Vec<(String, i64)>,
-    pub updates: usize,
+    pub(crate) updates: usize,
 }
 
 /// Groups encoded instances into calls: same group key (slot, or one group
@@ -100,7 +100,7 @@ pub(crate) fn group_of(grouping: Grouping, tag: &str) -> u32 {
 
 impl Call {
     /// The EVALSHA command for this call at clock `now`.
-    pub fn command(&self, sha: &str, now: i64) -> redis::Cmd {
+    pub(crate) fn command(&self, sha: &str, now: i64) -> redis::Cmd {
         let mut args: Vec<&[u8]> = self.args.iter().map(Vec::as_slice).collect();
         let cutoffs: Vec<String> = self
             .cutoffs

@@ -41,7 +41,7 @@ impl Registered {
     }
 
     /// Records registrations that Redis acknowledged.
-    pub fn record(&mut self, members: impl IntoIterator<Item = String>, now: Instant) {
+    pub(crate) fn record(&mut self, members: impl IntoIterator<Item = String>, now: Instant) {
         for m in members {
             self.entries.insert(m, now);
         }
@@ -55,17 +55,17 @@ impl Registered {
     }
 
     /// Forgets every registration (Redis lost its state).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.entries.clear();
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 }

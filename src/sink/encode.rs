@@ -355,7 +355,7 @@ fn pack_view(
 }
 
 /// Builds the calls for the given instances of a batch.
-pub fn build(
+pub(crate) fn build(
     boards: &BoardSet,
     batch: &Updates,
     which: &[u32],
@@ -376,7 +376,11 @@ pub fn build(
 }
 
 /// Calls that only trim the windows of the given instances.
-pub fn trims(boards: &BoardSet, instances: &[(usize, String)], grouping: Grouping) -> Vec<Call> {
+pub(crate) fn trims(
+    boards: &BoardSet,
+    instances: &[(usize, String)],
+    grouping: Grouping,
+) -> Vec<Call> {
     let prefix = &boards.key_prefix;
     let encoded = instances
         .iter()

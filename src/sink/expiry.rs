@@ -37,7 +37,7 @@ impl ExpiryCache {
     }
 
     /// Records expiries that Redis acknowledged.
-    pub fn record(&mut self, sent: impl IntoIterator<Item = (String, i64)>, now: Instant) {
+    pub(crate) fn record(&mut self, sent: impl IntoIterator<Item = (String, i64)>, now: Instant) {
         for (key, at) in sent {
             self.entries.insert(key, (at, now));
         }
@@ -48,7 +48,7 @@ impl ExpiryCache {
     }
 
     /// Forgets every expiry sent (Redis lost its state).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.entries.clear();
     }
 }

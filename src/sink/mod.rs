@@ -10,18 +10,18 @@
 //!
 //! This file only declares the modules: none of them reaches back into it.
 
-pub mod aggregate;
+pub(crate) mod aggregate;
 pub(crate) mod caches;
-pub mod call;
-pub mod due;
+pub(crate) mod call;
+pub(crate) mod due;
 pub(crate) mod encode;
-pub mod expiry;
-pub mod positions;
+pub(crate) mod expiry;
+pub(crate) mod positions;
 pub mod reply;
 pub mod report;
-pub mod scopes;
+pub(crate) mod scopes;
 pub mod store;
 pub mod trim;
-pub mod trimmer;
-pub mod updates;
+pub(crate) mod trimmer;
+pub(crate) mod updates;
 pub mod writer;

@@ -20,7 +20,7 @@ use super::store::{Scripts, Store, StoreError};
 /// must never claim a batch that a restarted Redis no longer has. The write
 /// is a script call for the same reason (a restarted Redis answers
 /// NOSCRIPT).
-pub async fn save<'a>(
+pub(crate) async fn save<'a>(
     store: &Store,
     prefix: &str,
     scripts: &Scripts,
@@ -48,7 +48,7 @@ pub async fn save<'a>(
 }
 
 /// The recorded positions of `partitions` (absent when Redis has none).
-pub async fn load(
+pub(crate) async fn load(
     store: &Store,
     prefix: &str,
     partitions: &[(Arc<str>, i32)],

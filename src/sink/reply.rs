@@ -10,13 +10,13 @@ pub const CLOSED_CUTOFF: i64 = -2;
 
 /// Counts of one instance from a reply.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Counts {
-    pub applied: u64,
-    pub evicted: u64,
-    pub overflow: u64,
+pub(crate) struct Counts {
+    pub(crate) applied: u64,
+    pub(crate) evicted: u64,
+    pub(crate) overflow: u64,
     /// Updates found late: window updates whose bucket had left the
     /// window, and every update of a closed archived period.
-    pub late: u64,
+    pub(crate) late: u64,
     /// When `late` is not 0: the cutoff the script used per view (buckets
     /// ending at or before it are late; -1 for open periods,
     /// [`CLOSED_CUTOFF`] for closed ones), else empty.
@@ -47,7 +47,7 @@ fn text(v: &redis::Value) -> Option<String> {
 }
 
 impl Reply {
-    pub fn parse(value: &redis::Value) -> Option<Reply> {
+    pub(crate) fn parse(value: &redis::Value) -> Option<Reply> {
         let redis::Value::Array(items) = value else {
             return None;
         };

@@ -13,7 +13,7 @@ pub struct BoardCounts {
     /// Aggregated updates written (`rankflow_board_updates_total`).
     pub applied: u64,
     /// Window entries evicted (`rankflow_window_evictions_total`).
-    pub evicted: u64,
+    pub(crate) evicted: u64,
     /// Updates refused because the total would leave the exact range.
     pub overflow: u64,
     /// Updates the script found late.
@@ -32,7 +32,7 @@ pub struct FlushReport {
     pub(crate) more_trim: bool,
     /// Fences learnt from conflicts: batch instance → partition index →
     /// highest offset already applied (those updates were left out).
-    pub fenced: HashMap<u32, HashMap<u16, i64>>,
+    pub(crate) fenced: HashMap<u32, HashMap<u16, i64>>,
     /// Batch instances whose call found updates late: the cutoff the
     /// script used per view (in the instance's view order), so the late
     /// updates can be told from the others.
@@ -49,7 +49,7 @@ impl FlushReport {
     }
 
     /// Adds the counts of batch instance `instance` of board `board`.
-    pub fn add(&mut self, board: usize, instance: u32, n: Counts) {
+    pub(crate) fn add(&mut self, board: usize, instance: u32, n: Counts) {
         let c = &mut self.boards[board];
         c.applied += n.applied;
         c.evicted += n.evicted;

@@ -39,7 +39,7 @@ const MAX_REGISTRIES: usize = 10_000;
 
 /// What this consumer registered in each registry (same Redis epoch).
 #[derive(Debug, Default)]
-pub struct ScopeCache {
+pub(crate) struct ScopeCache {
     registries: HashMap<String, Seen>,
 }
 
@@ -65,7 +65,7 @@ impl ScopeCache {
     }
 
     /// Forgets everything (Redis lost its state).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.registries.clear();
     }
 }
@@ -73,10 +73,10 @@ impl ScopeCache {
 /// One registry to write: its key, the scopes to add, its size bound and
 /// until when it lives (ms, 0 = no expiry).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScopeEntries {
-    pub key: String,
-    pub scopes: Vec<String>,
-    pub keep: u64,
+pub(crate) struct ScopeEntries {
+    pub(crate) key: String,
+    pub(crate) scopes: Vec<String>,
+    pub(crate) keep: u64,
     pub(crate) keep_until: i64,
 }
 
@@ -117,7 +117,7 @@ pub(crate) fn wanted(
 
 /// The commands that write `entries` at `now_ms`: per registry a `ZADD`,
 /// a trim to the `keep + 1` most recent values, and its expiry.
-pub fn commands(entries: &[ScopeEntries], now_ms: i64) -> Vec<redis::Cmd> {
+pub(crate) fn commands(entries: &[ScopeEntries], now_ms: i64) -> Vec<redis::Cmd> {
     let mut cmds = Vec::with_capacity(entries.len() * 3);
     for e in entries {
         let mut add = redis::cmd("ZADD");
@@ -142,7 +142,7 @@ pub fn commands(entries: &[ScopeEntries], now_ms: i64) -> Vec<redis::Cmd> {
 
 /// Records registrations that Redis acknowledged; a registry this
 /// consumer filled past its bound is marked full and never written again.
-pub fn record(cache: &mut ScopeCache, entries: &[ScopeEntries], now: Instant) {
+pub(crate) fn record(cache: &mut ScopeCache, entries: &[ScopeEntries], now: Instant) {
     if cache.registries.len() >= MAX_REGISTRIES {
         cache
             .registries

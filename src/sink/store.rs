@@ -65,7 +65,7 @@ pub enum StoreError {
 
 impl StoreError {
     /// The failure's kind (label of `rankflow_redis_errors_total`).
-    pub fn kind(&self) -> RedisErrorKind {
+    pub(crate) fn kind(&self) -> RedisErrorKind {
         match self {
             StoreError::Redis(e) if e.is_timeout() => RedisErrorKind::Timeout,
             StoreError::Redis(e) if e.kind() == redis::ErrorKind::AuthenticationFailed => {
@@ -83,17 +83,6 @@ impl StoreError {
             StoreError::Config(_) => RedisErrorKind::Client,
             StoreError::LostState => RedisErrorKind::Noscript,
             StoreError::NotReplicated { .. } => RedisErrorKind::Replication,
-        }
-    }
-
-    /// Whether trying again later can succeed. Writes are retried either
-    /// way (losing an event is not an option); this decides how loudly.
-    pub fn is_retriable(&self) -> bool {
-        match self {
-            // A dropped connection or an unexpected client-side failure may
-            // pass; an error reply is judged by its code.
-            StoreError::Redis(e) if e.code().is_none() => true,
-            _ => self.kind().is_retriable(),
         }
     }
 }
@@ -132,9 +121,9 @@ pub fn acl_rules(key_prefix: &str) -> String {
 /// reloaded meanwhile, instead of landing on state it does not follow from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Scripts {
-    pub epoch: u64,
-    pub apply: String,
-    pub positions: String,
+    pub(crate) epoch: u64,
+    pub(crate) apply: String,
+    pub(crate) positions: String,
 }
 
 /// The connection: one node, or a Redis Cluster (commands routed by key,
@@ -415,7 +404,10 @@ impl Store {
     }
 
     /// One command, for reads and small writes.
-    pub async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, StoreError> {
+    pub(crate) async fn query<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+    ) -> Result<T, StoreError> {
         Ok(match &self.conn {
             Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await?,
             Conn::Cluster(conn) => cmd.query_async(&mut conn.clone()).await?,

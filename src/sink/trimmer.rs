@@ -21,7 +21,7 @@ const INTERVAL: Duration = Duration::from_secs(1);
 const PAGE: isize = 500;
 
 /// Runs until shutdown; does nothing when no board has windows.
-pub async fn run(
+pub(crate) async fn run(
     store: Store,
     boards: Arc<BoardSet>,
     clock: SharedClock,

@@ -28,16 +28,16 @@ pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// One concrete view of an instance touched by the batch.
 #[derive(Debug, Clone)]
-pub struct ConcreteView {
+pub(crate) struct ConcreteView {
     /// (index of the view in the board, period start or 0 for windows).
     identity: (usize, i64),
     /// The view's id in key names (`day:2026-11-21`, `win:3h`).
-    pub id: Arc<str>,
+    pub(crate) id: Arc<str>,
     /// Window length for windows, `None` for periods.
     pub(crate) window_ms: Option<i64>,
     /// Latest expiry wanted by any update (0 = none; always 0 for an
     /// archived period, whose expiry the archiver sets after the copy).
-    pub expire_at: i64,
+    pub(crate) expire_at: i64,
     /// Until when the view is meant to live (0 = forever): what the
     /// instance's fences must outlive, archived or not.
     pub(crate) keep_until: i64,
@@ -49,36 +49,36 @@ pub struct ConcreteView {
 
 /// One event's contribution to one view.
 #[derive(Debug, Clone)]
-pub struct Raw {
+pub(crate) struct Raw {
     /// Index of the event's partition in [`Updates::fields`].
-    pub part: u16,
+    pub(crate) part: u16,
     /// The event's offset: what the fences compare.
-    pub offset: i64,
+    pub(crate) offset: i64,
     /// Index of the view in its instance's [`Instance::views`].
-    pub view: u16,
+    pub(crate) view: u16,
     /// Index into [`Updates::members`].
-    pub member: u32,
+    pub(crate) member: u32,
     /// The update's value and event time.
-    pub agg: Agg,
+    pub(crate) agg: Agg,
     /// A composite board's fields (boxed: plain boards, the common case,
     /// keep their updates small).
-    pub fields: Option<Box<FieldAggs>>,
+    pub(crate) fields: Option<Box<FieldAggs>>,
     /// Window bucket end; 0 for periods.
-    pub bucket_end: i64,
+    pub(crate) bucket_end: i64,
 }
 
 /// A board instance (board + scope value) touched by the batch.
 #[derive(Debug)]
-pub struct Instance {
+pub(crate) struct Instance {
     /// Index of the board in [`BoardSet::boards`].
-    pub board: usize,
+    pub(crate) board: usize,
     /// Hash tag content (`board` or `board:<escaped scope>`).
-    pub tag: String,
+    pub(crate) tag: String,
     /// Few per instance (one per view, more only when a batch spans a
     /// period boundary), so found by a scan.
-    pub views: Vec<ConcreteView>,
+    pub(crate) views: Vec<ConcreteView>,
     /// Every update of the instance, in arrival order.
-    pub updates: Vec<Raw>,
+    pub(crate) updates: Vec<Raw>,
 }
 
 /// No instance yet (in [`Updates`]'s `unscoped`).
@@ -86,18 +86,18 @@ const NO_INSTANCE: u32 = u32::MAX;
 
 /// Where an event sits in the log, and when it happened.
 #[derive(Debug, Clone, Copy)]
-pub struct At {
+pub(crate) struct At {
     /// Index of its partition in [`Updates::fields`].
-    pub part: u16,
+    pub(crate) part: u16,
     /// Its offset in that partition.
-    pub offset: i64,
+    pub(crate) offset: i64,
     /// Its event time (ms).
-    pub ts: i64,
+    pub(crate) ts: i64,
 }
 
 /// What became of one event's updates when they were added.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Added {
+pub(crate) enum Added {
     /// At least one update is in the batch: applied if Redis takes one.
     Some,
     /// The rules gave the event no update (a filter, or no board for it).
@@ -111,13 +111,13 @@ pub enum Added {
 #[derive(Debug, Default)]
 pub struct Updates {
     /// Per partition index: its fence field (`<topic>/<partition>`).
-    pub fields: Vec<String>,
+    pub(crate) fields: Vec<String>,
     /// Board instances in the order the batch first touched them.
-    pub instances: Vec<Instance>,
+    pub(crate) instances: Vec<Instance>,
     /// Every member named by an update of the batch, once: updates hold
     /// an index, so an event's updates to its ~6 views copy no string and
     /// the calls merge them by integer keys.
-    pub members: Vec<Arc<str>>,
+    pub(crate) members: Vec<Arc<str>>,
     member_index: FastMap<Arc<str>, u32>,
     /// Per board: scope value ("" when unscoped; scopes are never empty) → instance.
     instance_index: Vec<FastMap<Box<str>, u32>>,
@@ -129,14 +129,14 @@ pub struct Updates {
 impl Updates {
     /// Names the next partition index's fence field; partitions are
     /// numbered in the order the batch meets them.
-    pub fn add_partition(&mut self, field: String) -> u16 {
+    pub(crate) fn add_partition(&mut self, field: String) -> u16 {
         self.fields.push(field);
         (self.fields.len() - 1) as u16
     }
 
     /// Adds one decoded event's board updates (`updates`, from the rules)
     /// at clock `now`.
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         boards: &BoardSet,
         resolver: &mut Resolver,
@@ -262,11 +262,6 @@ impl Updates {
         }
     }
 
-    /// Updates in the batch, over every instance.
-    pub fn count(&self) -> usize {
-        self.instances.iter().map(|i| i.updates.len()).sum()
-    }
-
     /// What became of each event's updates, per (partition, offset), given
     /// what Redis reported applying them; `None` when Redis took every
     /// update sent and the fences skipped nothing (the common case, which
@@ -317,9 +312,9 @@ pub(crate) type Fates = HashMap<(u16, i64), Fate>;
 
 /// What Redis did with one event's updates.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Fate {
+pub(crate) struct Fate {
     /// At least one update was written (or left the board unchanged).
-    pub taken: bool,
+    pub(crate) taken: bool,
     /// At least one update was sent and found late.
-    pub late: bool,
+    pub(crate) late: bool,
 }

@@ -53,12 +53,12 @@ impl Writer {
     }
 
     /// The Redis store it writes through.
-    pub fn store(&self) -> &Store {
+    pub(crate) fn store(&self) -> &Store {
         &self.store
     }
 
     /// The boards it writes.
-    pub fn boards(&self) -> &Arc<BoardSet> {
+    pub(crate) fn boards(&self) -> &Arc<BoardSet> {
         &self.boards
     }
 

@@ -110,7 +110,7 @@ fn with_keys(with: &[String]) -> String {
 /// forces. Kept apart so that a rejected configuration can be traced to the
 /// user property that breaks it.
 #[derive(Clone)]
-pub struct Properties {
+pub(crate) struct Properties {
     role: Role,
     defaults: Vec<(String, String)>,
     user: Vec<(String, String)>,
@@ -180,7 +180,7 @@ impl Properties {
     /// Creates the client. librdkafka checks every property here without
     /// waiting for a broker (connections start in the background and end
     /// with the client). A rejection names the property: see [`Self::check`].
-    pub fn create<C: FromClientConfig>(&self) -> Result<C, ClientError> {
+    pub(crate) fn create<C: FromClientConfig>(&self) -> Result<C, ClientError> {
         match self.config().create::<C>() {
             Ok(client) => Ok(client),
             Err(e) => Err(self.check().err().unwrap_or_else(|| self.unexplained(&e))),

@@ -25,7 +25,7 @@ pub enum SourceError {
 
 impl SourceError {
     /// Configuration mistakes are permanent; broker trouble is not.
-    pub fn is_retriable(&self) -> bool {
+    pub(crate) fn is_retriable(&self) -> bool {
         matches!(self, SourceError::Consume(_) | SourceError::Unreachable(_))
     }
 }

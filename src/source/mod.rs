@@ -23,10 +23,10 @@ use crate::config::KafkaConfig;
 use crate::health::Health;
 use crate::telemetry::events::{PartitionLag, Rebalanced};
 
-pub mod client;
-pub mod error;
-pub mod outage;
-pub mod probe;
+pub(crate) mod client;
+pub(crate) mod error;
+pub(crate) mod outage;
+pub(crate) mod probe;
 
 pub(crate) use client::client_config;
 pub use error::SourceError;
@@ -36,7 +36,7 @@ pub(crate) type TopicPartition = (Arc<str>, i32);
 
 /// What the rebalance and statistics callbacks tell the consumer loop.
 #[derive(Debug, Clone)]
-pub enum RebalanceEvent {
+pub(crate) enum RebalanceEvent {
     Assigned(Vec<TopicPartition>),
     Revoked(Vec<TopicPartition>),
     /// librdkafka has started the fetchers of these assigned partitions
@@ -55,13 +55,13 @@ const STARTED_FETCH_STATES: &[&str] = &[
 ];
 
 /// Callbacks run by librdkafka; shared with the consumer loop.
-pub struct Context {
+pub(crate) struct Context {
     events: UnboundedSender<RebalanceEvent>,
     health: Arc<Health>,
     /// Currently assigned partitions: the lag gauge reports only these.
     assigned: Mutex<HashSet<(String, i32)>>,
     /// Rate-limited logging of Kafka errors.
-    pub reports: outage::KafkaReports,
+    pub(crate) reports: outage::KafkaReports,
     /// Whether statistics come (`statistics.interval.ms` > 0): they tell
     /// when a fetcher started; without them the loop is told at once.
     stats_enabled: bool,
@@ -254,7 +254,10 @@ impl ConsumerContext for Context {
 pub(crate) type KafkaConsumer = StreamConsumer<Context>;
 
 /// Creates the consumer and subscribes to the configured topics.
-pub fn subscribe(config: &KafkaConfig, mut context: Context) -> Result<KafkaConsumer, SourceError> {
+pub(crate) fn subscribe(
+    config: &KafkaConfig,
+    mut context: Context,
+) -> Result<KafkaConsumer, SourceError> {
     let mut cc = client_config(config)?;
     context.stats_enabled = cc
         .get("statistics.interval.ms")

@@ -30,7 +30,7 @@ struct State {
 /// The rate-limited reporter; shared by the client callbacks and the
 /// consumer loop.
 #[derive(Default)]
-pub struct KafkaReports {
+pub(crate) struct KafkaReports {
     state: Mutex<State>,
 }
 
@@ -54,7 +54,7 @@ fn all_down(error: &KafkaError) -> bool {
 impl KafkaReports {
     /// Records one error; writes a line only when one is due. Returns
     /// whether this error means no broker is reachable.
-    pub fn error(&self, error: &KafkaError, reason: &str) -> bool {
+    pub(crate) fn error(&self, error: &KafkaError, reason: &str) -> bool {
         let Ok(mut s) = self.state.lock() else {
             return false;
         };
@@ -111,7 +111,7 @@ impl KafkaReports {
     }
 
     /// A broker is up again: ends the outage with one line.
-    pub fn reachable(&self) {
+    pub(crate) fn reachable(&self) {
         let Ok(mut s) = self.state.lock() else {
             return;
         };

@@ -36,7 +36,7 @@ impl ConsumerContext for Quiet {}
 
 /// `Ok` when a broker answered a metadata request. Runs the blocking
 /// librdkafka call on the blocking pool.
-pub async fn reachable(config: &KafkaConfig) -> Result<(), SourceError> {
+pub(crate) async fn reachable(config: &KafkaConfig) -> Result<(), SourceError> {
     let mut cc = client_config(config)?;
     cc.set("statistics.interval.ms", "0");
     tokio::task::spawn_blocking(move || {

@@ -21,14 +21,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 4] = [
+    pub(crate) const ALL: [Outcome; 4] = [
         Outcome::Applied,
         Outcome::Filtered,
         Outcome::Invalid,
         Outcome::Late,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Outcome::Applied => "applied",
             Outcome::Filtered => "filtered",
@@ -53,7 +53,7 @@ pub enum DlqReason {
 }
 
 impl DlqReason {
-    pub const ALL: [DlqReason; 8] = [
+    pub(crate) const ALL: [DlqReason; 8] = [
         DlqReason::TooLarge,
         DlqReason::InvalidUtf8,
         DlqReason::InvalidJson,
@@ -120,7 +120,7 @@ pub enum RedisErrorKind {
 }
 
 impl RedisErrorKind {
-    pub const ALL: [RedisErrorKind; 15] = [
+    pub(crate) const ALL: [RedisErrorKind; 15] = [
         RedisErrorKind::Io,
         RedisErrorKind::Timeout,
         RedisErrorKind::Noscript,
@@ -138,7 +138,7 @@ impl RedisErrorKind {
         RedisErrorKind::Client,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             RedisErrorKind::Io => "io",
             RedisErrorKind::Timeout => "timeout",
@@ -177,7 +177,7 @@ impl RedisErrorKind {
     /// Whether trying again later can succeed without anyone changing
     /// Redis or rankflow's configuration. Writes are retried either way
     /// (losing an event is not an option); this decides how loudly.
-    pub fn is_retriable(self) -> bool {
+    pub(crate) fn is_retriable(self) -> bool {
         !matches!(
             self,
             RedisErrorKind::Auth

@@ -16,11 +16,11 @@ use super::names::*;
 
 /// Events of one topic and type that ended with one outcome in a batch.
 pub(crate) struct EventsCounted<'a> {
-    pub topic: &'a str,
+    pub(crate) topic: &'a str,
     /// Event type name, or `unknown` when the message had none.
-    pub kind: &'static str,
-    pub outcome: Outcome,
-    pub count: u64,
+    pub(crate) kind: &'static str,
+    pub(crate) outcome: Outcome,
+    pub(crate) count: u64,
 }
 
 impl EventsCounted<'_> {
@@ -40,13 +40,13 @@ impl EventsCounted<'_> {
 
 /// What one acknowledged batch wrote to one board.
 pub(crate) struct BoardWritten<'a> {
-    pub board: &'a str,
+    pub(crate) board: &'a str,
     /// Aggregated member updates written.
-    pub updates: u64,
+    pub(crate) updates: u64,
     /// Window bucket entries evicted by the batch's calls.
-    pub evicted: u64,
+    pub(crate) evicted: u64,
     /// Updates refused because the total would leave ±2^53.
-    pub overflow: u64,
+    pub(crate) overflow: u64,
 }
 
 impl BoardWritten<'_> {
@@ -70,8 +70,8 @@ impl BoardWritten<'_> {
 
 /// Window bucket entries evicted (by a batch's calls or the trimmer).
 pub(crate) struct WindowEvicted<'a> {
-    pub board: &'a str,
-    pub entries: u64,
+    pub(crate) board: &'a str,
+    pub(crate) entries: u64,
 }
 
 impl WindowEvicted<'_> {
@@ -85,8 +85,8 @@ impl WindowEvicted<'_> {
 
 /// An acknowledged batch: its size and how long Redis took.
 pub(crate) struct BatchFlushed {
-    pub messages: usize,
-    pub took: Duration,
+    pub(crate) messages: usize,
+    pub(crate) took: Duration,
 }
 
 impl BatchFlushed {
@@ -98,7 +98,7 @@ impl BatchFlushed {
 
 /// Partition ranges the offset fences skipped (already applied).
 pub(crate) struct DuplicatesSkipped {
-    pub ranges: u64,
+    pub(crate) ranges: u64,
 }
 
 impl DuplicatesSkipped {
@@ -116,7 +116,7 @@ impl DuplicatesSkipped {
 
 /// Invalid messages a batch skipped (one line per batch, with the first).
 pub(crate) struct InvalidSkipped<'a> {
-    pub count: usize,
+    pub(crate) count: usize,
     pub(crate) first_reason: DlqReason,
     pub(crate) first_detail: &'a str,
     /// `topic/partition/offset` of the first.
@@ -140,8 +140,8 @@ impl InvalidSkipped<'_> {
 
 /// Dead letters written to the dead-letter topic, per reason.
 pub(crate) struct DeadLettered {
-    pub reason: DlqReason,
-    pub count: u64,
+    pub(crate) reason: DlqReason,
+    pub(crate) count: u64,
 }
 
 impl DeadLettered {
@@ -154,8 +154,8 @@ impl DeadLettered {
 
 /// Dead letters could not be written; the batch waits and is retried.
 pub(crate) struct DeadLetterWriteFailed<'a> {
-    pub error: &'a dyn Display,
-    pub letters: usize,
+    pub(crate) error: &'a dyn Display,
+    pub(crate) letters: usize,
     pub(crate) retry_in: Duration,
 }
 
@@ -195,12 +195,12 @@ pub(crate) enum RedisCall {
 
 /// A Redis call failed.
 pub(crate) struct RedisFailed<'a> {
-    pub call: RedisCall,
-    pub kind: RedisErrorKind,
-    pub error: &'a dyn Display,
+    pub(crate) call: RedisCall,
+    pub(crate) kind: RedisErrorKind,
+    pub(crate) error: &'a dyn Display,
     /// Attempt number (connect) or events in the batch (batch); 0 if none.
-    pub attempt: u32,
-    pub events: usize,
+    pub(crate) attempt: u32,
+    pub(crate) events: usize,
     pub(crate) retry_in: Duration,
 }
 
@@ -237,8 +237,8 @@ impl RedisFailed<'_> {
 
 /// Partitions assigned to or revoked from this consumer.
 pub(crate) struct Rebalanced<'a> {
-    pub assigned: bool,
-    pub partitions: &'a dyn std::fmt::Debug,
+    pub(crate) assigned: bool,
+    pub(crate) partitions: &'a dyn std::fmt::Debug,
 }
 
 impl Rebalanced<'_> {
@@ -255,9 +255,9 @@ impl Rebalanced<'_> {
 
 /// One assigned partition's lag, from librdkafka's statistics.
 pub(crate) struct PartitionLag<'a> {
-    pub topic: &'a str,
-    pub partition: i32,
-    pub lag: i64,
+    pub(crate) topic: &'a str,
+    pub(crate) partition: i32,
+    pub(crate) lag: i64,
 }
 
 impl PartitionLag<'_> {
@@ -270,7 +270,7 @@ impl PartitionLag<'_> {
 /// Event lags of a batch's applied events, pre-bucketed so the recorder is
 /// called once per non-empty bucket rather than once per event.
 pub(crate) struct EventLags<'a> {
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
     pub(crate) event_ts: &'a [i64],
 }
 
@@ -300,7 +300,7 @@ impl EventLags<'_> {
 /// The archiver's backlog, measured once per tick.
 pub(crate) struct ArchiveBacklog {
     /// Due periods whose close time has passed.
-    pub pending: u64,
+    pub(crate) pending: u64,
     /// Age past its close of the oldest of them, seconds (0 when none).
     pub(crate) oldest_seconds: f64,
 }
@@ -321,11 +321,11 @@ impl ArchiveBacklog {
 
 /// One closed period copied to the archive.
 pub(crate) struct PeriodArchived<'a> {
-    pub board: &'a str,
+    pub(crate) board: &'a str,
     /// `board/scope/view/period`.
-    pub period: &'a str,
-    pub members: u64,
-    pub took: Duration,
+    pub(crate) period: &'a str,
+    pub(crate) members: u64,
+    pub(crate) took: Duration,
 }
 
 impl PeriodArchived<'_> {
@@ -345,10 +345,10 @@ impl PeriodArchived<'_> {
 /// A step of the archiver failed; the period stays due and is retried.
 pub(crate) struct ArchiveFailed<'a> {
     /// Bounded: `ArchiveError::kind()`.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// `board/scope/view/period`, or the due item when it has none.
-    pub period: &'a str,
-    pub error: &'a dyn Display,
+    pub(crate) period: &'a str,
+    pub(crate) error: &'a dyn Display,
     pub(crate) retry_in: Duration,
 }
 
@@ -367,7 +367,7 @@ impl ArchiveFailed<'_> {
 
 /// The number of Server-Sent Events streams open changed.
 pub(crate) struct StreamsOpen {
-    pub open: usize,
+    pub(crate) open: usize,
 }
 
 impl StreamsOpen {
@@ -380,7 +380,7 @@ impl StreamsOpen {
 /// subscribers at once.
 pub(crate) struct StreamPushed {
     /// `top` or `member`.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
 }
 
 impl StreamPushed {

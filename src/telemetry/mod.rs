@@ -14,8 +14,8 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use metrics_util::MetricKindMask;
 
-pub mod codes;
-pub mod events;
+pub(crate) mod codes;
+pub(crate) mod events;
 mod names;
 
 pub use codes::Outcome;
@@ -26,7 +26,7 @@ static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Installs the global recorder once per process and returns its handle.
 /// Later calls (tests run several consumers in one process) share it.
-pub fn install() -> Result<PrometheusHandle, String> {
+pub(crate) fn install() -> Result<PrometheusHandle, String> {
     if let Some(h) = HANDLE.get() {
         return Ok(h.clone());
     }

@@ -1,14 +1,14 @@
 //! Metric names (docs/metrics.md, a contract with the dashboards) and histogram
 //! buckets. Only [`super::events`] and the recorder set-up use them.
 
-pub const EVENTS: &str = "rankflow_events_total";
+pub(crate) const EVENTS: &str = "rankflow_events_total";
 pub(crate) const BOARD_UPDATES: &str = "rankflow_board_updates_total";
 pub(crate) const BATCH_EVENTS: &str = "rankflow_batch_events";
 pub(crate) const BATCH_FLUSH_SECONDS: &str = "rankflow_batch_flush_seconds";
 pub(crate) const EVENT_LAG_SECONDS: &str = "rankflow_event_lag_seconds";
 pub(crate) const CONSUMER_LAG: &str = "rankflow_consumer_lag";
 pub(crate) const REDIS_ERRORS: &str = "rankflow_redis_errors_total";
-pub const DLQ: &str = "rankflow_dlq_total";
+pub(crate) const DLQ: &str = "rankflow_dlq_total";
 pub(crate) const REBALANCES: &str = "rankflow_rebalances_total";
 pub(crate) const WINDOW_EVICTIONS: &str = "rankflow_window_evictions_total";
 /// Updates refused because the total would leave the exact range.
@@ -57,7 +57,7 @@ pub(crate) const LAG_BUCKETS: &[f64] = &[
 
 /// What kind of series a metric is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Counter,
     Gauge,
     Histogram,
@@ -65,8 +65,8 @@ pub enum Kind {
 
 /// One metric rankflow emits, with its help text for `/metrics`.
 pub(crate) struct Metric {
-    pub name: &'static str,
-    pub kind: Kind,
+    pub(crate) name: &'static str,
+    pub(crate) kind: Kind,
     pub(crate) help: &'static str,
 }
 

@@ -32,18 +32,18 @@ pub(crate) const TICK: Duration = Duration::from_millis(250);
 
 /// One published state of a view.
 #[derive(Debug)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// The SSE `id:`.
-    pub id: u64,
+    pub(crate) id: u64,
     /// The SSE `event:` name; `None` for the default (`message`).
-    pub event: Option<&'static str>,
+    pub(crate) event: Option<&'static str>,
     /// The JSON sent as `data:`.
-    pub data: String,
+    pub(crate) data: String,
 }
 
 /// What a poller's channel holds.
 #[derive(Debug, Clone)]
-pub enum State {
+pub(crate) enum State {
     /// The first read has not finished.
     Pending,
     Ready(Arc<Snapshot>),
@@ -53,16 +53,16 @@ pub enum State {
 }
 
 /// What one read of a view found.
-pub struct Change {
-    pub event: Option<&'static str>,
-    pub data: String,
+pub(crate) struct Change {
+    pub(crate) event: Option<&'static str>,
+    pub(crate) data: String,
     /// The view can no longer change (an archived period): the poller
     /// stops reading and only waits for its subscribers to leave.
-    pub last: bool,
+    pub(crate) last: bool,
 }
 
 /// A view a poller reads.
-pub trait Poll: Send + 'static {
+pub(crate) trait Poll: Send + 'static {
     /// `top` or `member`, the label of `rankflow_stream_events_total`.
     const KIND: &'static str;
 
@@ -108,7 +108,7 @@ impl StreamHub {
     }
 
     /// The shutdown signal streams end on.
-    pub fn shutdown(&self) -> watch::Receiver<bool> {
+    pub(crate) fn shutdown(&self) -> watch::Receiver<bool> {
         self.shutdown.clone()
     }
 
@@ -135,13 +135,13 @@ impl StreamHub {
         Some(Permit(self.clone()))
     }
 
-    pub fn max_streams(&self) -> usize {
+    pub(crate) fn max_streams(&self) -> usize {
         self.max_streams
     }
 
     /// A receiver of the view `key`, starting its poller with `make` when
     /// none runs. `key` must tell apart every query that reads differently.
-    pub fn subscribe<P: Poll>(
+    pub(crate) fn subscribe<P: Poll>(
         self: &Arc<Self>,
         key: String,
         make: impl FnOnce() -> P,

@@ -23,12 +23,12 @@ pub(crate) const RADIUS: usize = 10;
 
 /// The top-N list of one query, as the `top` endpoint answers it.
 pub(crate) struct TopView {
-    pub reader: Reader,
-    pub query: reader::Query,
-    pub offset: usize,
-    pub limit: usize,
-    pub rank: RankStyle,
-    pub last: Option<String>,
+    pub(crate) reader: Reader,
+    pub(crate) query: reader::Query,
+    pub(crate) offset: usize,
+    pub(crate) limit: usize,
+    pub(crate) rank: RankStyle,
+    pub(crate) last: Option<String>,
 }
 
 impl Poll for TopView {
@@ -55,17 +55,17 @@ impl Poll for TopView {
 
 /// One member's entry and who passed it.
 pub(crate) struct MemberView {
-    pub reader: Reader,
-    pub query: reader::Query,
-    pub member: String,
-    pub rank: RankStyle,
+    pub(crate) reader: Reader,
+    pub(crate) query: reader::Query,
+    pub(crate) member: String,
+    pub(crate) rank: RankStyle,
     /// The neighbourhood at the last event; `None` before the first and
     /// while the member is off the board.
-    pub last: Option<Seen>,
+    pub(crate) last: Option<Seen>,
 }
 
 /// The member's place at an event.
-pub struct Seen {
+pub(crate) struct Seen {
     rank: u64,
     score: f64,
     fields: Option<crate::board::composite::FieldValues>,
