@@ -5,7 +5,7 @@
 --
 -- With no groups an instance is only trimmed (the background trimmer and
 -- trim-on-read use that). The argument layout is written by
--- src/sink/call.rs; docs/exactly-once.md and docs/redis-layout.md describe
+-- src/sink/encode.rs; docs/exactly-once.md and docs/redis-layout.md describe
 -- the data it keeps.
 --
 -- KEYS, per instance:
