@@ -55,6 +55,8 @@ pub(crate) use error::ApiError;
 pub use state::ApiState;
 pub use stream::StreamHub;
 
+/// The whole HTTP API (docs/http-api.md) as one axum router over `state`: `rankflow run`
+/// serves it on `http.listen`, and the tests serve it against their own Redis.
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))

@@ -18,9 +18,13 @@ use crate::reader::{self, ReadError, Reader};
 /// Shared by all handlers.
 #[derive(Clone)]
 pub struct ApiState {
+    /// The configured boards: `/v1/boards` lists them, and every read is checked against them.
     pub boards: Arc<BoardSet>,
+    /// Now, for the current period and window of a read and `next_reset` in `/v1/boards`.
     pub clock: SharedClock,
+    /// The dependencies' liveness that `/healthz` reports (200 or 503).
     pub health: Arc<Health>,
+    /// The Prometheus recorder that `/metrics` renders (docs/metrics.md).
     pub metrics: PrometheusHandle,
     /// Set once Redis is connected; reads answer 503 before that.
     pub reader: Arc<OnceLock<Reader>>,

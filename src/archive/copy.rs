@@ -25,6 +25,7 @@ use super::schema::LOCK_CLASS;
 /// Which period of which board instance.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PeriodKey {
+    /// The board's `name`.
     pub board: String,
     /// `""` for unscoped boards.
     pub scope: String,
@@ -48,7 +49,9 @@ impl PeriodKey {
 /// One member's final standing; rows come in rank order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Standing {
+    /// The member as the API shows it (tie-break encoding removed).
     pub member: String,
+    /// The member's value in the view: its aggregate, as the sorted set holds it.
     pub score: f64,
 }
 
@@ -57,7 +60,9 @@ pub struct Standing {
 /// then the first field, or the infinity the board lists last.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
+    /// The member as the API shows it (tie-break or field encoding removed).
     pub member: String,
+    /// The value the member is ranked by, as the sorted set holds it.
     pub score: f64,
     /// `None` on boards with one score.
     pub fields: Option<Vec<Option<i64>>>,
@@ -75,9 +80,12 @@ impl From<Standing> for Row {
 
 /// What to copy.
 pub struct Copy<'a> {
+    /// The period copied; its path names the advisory lock.
     pub key: &'a PeriodKey,
-    /// Period bounds, ms since the epoch.
+    /// Period bounds, ms since the epoch, stored in the completion row:
+    /// the first instant of the period...
     pub start_ms: i64,
+    /// ...and the first instant after it.
     pub end_ms: i64,
     /// Copy again even if a complete copy exists (`rankflow archive --period`).
     pub replace: bool,
@@ -87,7 +95,10 @@ pub struct Copy<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Copied {
     /// Complete, with this many members.
-    Done { members: u64 },
+    Done {
+        /// Rows written, one per member.
+        members: u64,
+    },
     /// A complete copy already existed; nothing was written.
     AlreadyArchived,
     /// Another archiver holds the period; nothing was written.
@@ -184,6 +195,9 @@ impl Archive {
         self.client.is_closed()
     }
 
+    /// The connection itself, for what is not a copy: migrating the schema
+    /// ([`super::schema::migrate`]) and the period-closed message's
+    /// transaction; tests also query through it.
     pub fn client(&mut self) -> &mut Client {
         &mut self.client
     }

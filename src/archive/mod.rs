@@ -23,6 +23,9 @@ pub enum ArchiveError {
     /// `archive.url` cannot be used: a permanent configuration fault.
     #[error("archive.url: {0}")]
     Url(String),
+    /// A PostgreSQL call failed: without an SQL state the connection did
+    /// (kind `postgres_io`, retried on a new connection), with one the
+    /// server refused it (kind `postgres`: permissions, a broken schema).
     #[error("PostgreSQL: {0}")]
     Postgres(#[from] tokio_postgres::Error),
     /// Reading the standings to copy failed (e.g. Redis unreachable).
@@ -31,7 +34,12 @@ pub enum ArchiveError {
     /// A due item this configuration cannot archive (its board or view is
     /// gone, its name is malformed): kept in the due set, never dropped.
     #[error("due item {member:?}: {reason}")]
-    Due { member: String, reason: String },
+    Due {
+        /// The due set's member, `{<tag>}:<view id>`.
+        member: String,
+        /// What is wrong with it, as a clause.
+        reason: String,
+    },
     /// PostgreSQL could not be reached earlier in this pass; not tried
     /// again until the next one.
     #[error("PostgreSQL is unreachable: {0}")]

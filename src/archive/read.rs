@@ -112,9 +112,11 @@ const ORDINAL: &str = "ordinal";
 /// A complete copy of a period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ArchivedPeriod {
+    /// Members in the copy: the whole period, not only the rows read.
     pub members: u64,
-    /// Period bounds, ms since the epoch.
+    /// Period bounds, ms since the epoch: the first instant of the period...
     pub start_ms: i64,
+    /// ...and the first instant after it.
     pub end_ms: i64,
 }
 
@@ -124,7 +126,9 @@ pub struct ArchivedRow {
     /// 1-based, in the style the read asked for (ordinal: in the board's
     /// order including its tie-break).
     pub rank: u64,
+    /// The member as the API shows it.
     pub member: String,
+    /// The value the member was ranked by when the period closed.
     pub score: f64,
     /// A composite board's fields by name, in field order, as the API
     /// shows them; `None` for other boards.
@@ -134,6 +138,7 @@ pub struct ArchivedRow {
 /// Rows of a complete copy; which rows depends on the read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArchivedRows {
+    /// The copy's completion row: its member count and bounds.
     pub period: ArchivedPeriod,
     /// In rank order.
     pub rows: Vec<ArchivedRow>,

@@ -46,7 +46,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 pub enum Outcome {
     /// Copied now, with this many members.
     Archived {
+        /// Rows written, one per member.
         members: u64,
+        /// From the connection being ready to the copy's commit
+        /// (`rankflow_archive_copy_seconds`, docs/metrics.md).
         took: Duration,
     },
     /// A complete copy existed (an earlier pass stopped after it); the
@@ -56,6 +59,7 @@ pub enum Outcome {
     Empty,
     /// Another archiver holds the period's lock.
     Busy,
+    /// A step failed; the period stays due and a later pass tries it again.
     Failed(ArchiveError),
 }
 
@@ -65,6 +69,7 @@ pub struct Report {
     /// `board/scope/view/period`, or the due item when it cannot be resolved.
     pub period: String,
     pub(crate) board: Option<String>,
+    /// How the period fared.
     pub outcome: Outcome,
 }
 
@@ -83,6 +88,10 @@ pub struct Archiver {
 }
 
 impl Archiver {
+    /// An archiver of `boards` that reads closed periods from `store`,
+    /// copies them to `config.url` and, with an `announcer`, announces
+    /// them on `archive.closed_topic`. It does not connect to PostgreSQL
+    /// here: [`Archiver::connect`] does, when a pass needs it.
     pub fn new(
         store: Store,
         boards: Arc<BoardSet>,

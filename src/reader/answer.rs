@@ -12,8 +12,12 @@ use crate::board::composite::FieldValues;
 /// One ranked member.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Entry {
+    /// 1-based, in the rank style the read asked for (`rank=`).
     pub rank: u64,
+    /// The member as given in the events (tie-break or field encoding removed).
     pub member: String,
+    /// The member's value in the view; on a composite board its first field
+    /// (`null` in JSON when it has none).
     #[serde(serialize_with = "score_json")]
     pub score: f64,
     /// A composite board's fields (docs/score-encoding.md), decoded from the member.
@@ -36,7 +40,9 @@ impl From<ArchivedRow> for Entry {
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
+    /// `"live"`: read from Redis, while the period's keys exist.
     Live,
+    /// `"archive"`: read from PostgreSQL, once the period's keys are gone.
     Archive,
 }
 
@@ -59,7 +65,10 @@ pub struct List {
     /// The scopes of a union of scopes (`["*"]` for all of them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) scopes: Option<Vec<String>>,
+    /// Members on the board (the view, the period, the scope), not only on
+    /// this page.
     pub total: u64,
+    /// The page, in rank order.
     pub entries: Vec<Entry>,
     pub(crate) source: Source,
 }
@@ -77,17 +86,23 @@ pub struct MemberList {
     pub(crate) scopes: Option<Vec<String>>,
     pub(crate) source: Source,
     pub(crate) total: u64,
+    /// The asked-for members on the board, in rank order, with their ranks
+    /// on the whole board.
     pub entries: Vec<Entry>,
+    /// The asked-for ids not on the board, in request order.
     pub missing: Vec<String>,
 }
 
 /// One member's entry, and where it was read.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct MemberEntry {
+    /// 1-based, in the rank style the read asked for (`rank=`).
     pub rank: u64,
     pub(crate) member: String,
+    /// The member's value in the view; on a composite board its first field.
     #[serde(serialize_with = "score_json")]
     pub score: f64,
+    /// A composite board's fields (docs/score-encoding.md); `None` on other boards.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fields: Option<FieldValues>,
     pub(crate) source: Source,

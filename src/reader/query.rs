@@ -28,11 +28,18 @@ pub(crate) const MAX_LISTED_SCOPES: usize = 1_000;
 /// What a read asks for.
 #[derive(Debug, Clone, Default)]
 pub struct Query {
+    /// The board's name.
     pub board: String,
+    /// The view as the API names it: `day`, `all`, `win:3h`, or a rolling
+    /// view `last:7d`.
     pub view: String,
+    /// The scope read: required on a scoped board (unless `scope_union` is
+    /// set), refused on an unscoped one.
     pub scope: Option<String>,
     /// Several scopes read as one (then `scope` is `None`).
     pub scope_union: Option<ScopeUnion>,
+    /// A period id (`2026-W47`) to read a past period, live or archived;
+    /// `None` for the current one. Windows take none.
     pub period: Option<String>,
 }
 
