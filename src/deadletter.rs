@@ -33,12 +33,25 @@ pub(crate) struct DeadLetter {
 
 /// Longest `rankflow-detail` header, in bytes.
 const MAX_DETAIL_BYTES: usize = 1024;
+
+/// Why dead letters could not be written: at start-up a configuration
+/// mistake; while running, a batch whose dead letters are not delivered is
+/// not acknowledged, so its partition stops rather than lose a message.
 #[derive(Debug, thiserror::Error)]
 pub enum DeadLetterError {
+    /// librdkafka refused the producer's properties (`[kafka]` and
+    /// `[kafka.client]`) when [`DeadLetters::new`] created it.
     #[error("cannot create the dead-letter producer: {0}")]
     Client(KafkaError),
+    /// A dead letter was not delivered: the producer's queue stayed full, or
+    /// the broker refused or did not confirm the write.
     #[error("could not write to the dead-letter topic {topic}: {source}")]
-    Delivery { topic: String, source: KafkaError },
+    Delivery {
+        /// `kafka.dead_letter_topic`, the topic written to.
+        topic: String,
+        /// librdkafka's reason (the first one, when several letters failed).
+        source: KafkaError,
+    },
 }
 
 /// Writes dead letters; cheap to clone.

@@ -51,6 +51,9 @@ impl std::fmt::Debug for Decoder {
 }
 
 impl Decoder {
+    /// Compiles the embedded schemas; a message over `max_bytes`
+    /// (`kafka.max_event_bytes`) is refused as `too_large` before parsing.
+    /// Fails only if the embedded schemas do not compile (a build defect).
     pub fn new(max_bytes: usize) -> Result<Decoder, SchemaBuildError> {
         Ok(Decoder {
             validators: Validators::new()?,

@@ -55,6 +55,8 @@ impl ViewSpec {
 /// A compiled board.
 #[derive(Debug)]
 pub struct Board {
+    /// The board's `name` (docs/configuration.md): unique among boards, the
+    /// `{board}` of the API's paths and part of every key.
     pub name: String,
     pub(crate) event: EventType,
     pub(crate) filter: Option<Program>,
@@ -192,6 +194,8 @@ fn composite_range(c: &Composite, tie: TieBreak) -> String {
 /// All boards of a config, indexed by the event type they consume.
 #[derive(Debug)]
 pub struct BoardSet {
+    /// The boards in the configuration's order: the order `/v1/boards` and
+    /// `rankflow check` list them in.
     pub boards: Vec<Board>,
     by_event: [Vec<usize>; 3],
     pub(crate) key_prefix: String,

@@ -69,6 +69,8 @@ pub struct Resolver {
 }
 
 impl Resolver {
+    /// An empty cache, one slot per view of each board of `boards`; the
+    /// first event of each view fills its slot.
     pub fn new(boards: &BoardSet) -> Resolver {
         Resolver {
             cache: boards

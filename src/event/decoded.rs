@@ -6,6 +6,7 @@ use super::kind::EventType;
 /// A decoded, schema-valid event.
 #[derive(Debug, Clone)]
 pub struct Event {
+    /// Its `type`: which boards consume it.
     pub kind: EventType,
     /// Event time, ms since the Unix epoch.
     pub ts: i64,

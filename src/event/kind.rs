@@ -7,14 +7,19 @@
 /// The three event types rules can consume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EventType {
+    /// `gift`: a viewer sends a gift to a streamer.
     Gift,
+    /// `score`: a player finishes a game or a stage.
     Score,
+    /// `play`: time spent in a game.
     Play,
 }
 
 impl EventType {
+    /// Every type, in [`EventType::index`] order.
     pub const ALL: [EventType; 3] = [EventType::Gift, EventType::Score, EventType::Play];
 
+    /// The name events carry in `type` and boards give as `event`.
     pub fn name(self) -> &'static str {
         match self {
             EventType::Gift => "gift",
@@ -27,6 +32,8 @@ impl EventType {
         EventType::ALL.into_iter().find(|t| t.name() == s)
     }
 
+    /// 0, 1 or 2: the slot of this type in per-type arrays (the compiled
+    /// schemas, the boards indexed by the type they consume).
     pub fn index(self) -> usize {
         self as usize
     }

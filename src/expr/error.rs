@@ -17,12 +17,21 @@ pub enum EvalError {
     /// A field (or nested path, as written) is missing from the event.
     #[error("no such field: {0}")]
     NoSuchField(String),
+    /// A list index (`a[i]`) outside the list.
     #[error("index {index} out of bounds for list of length {len}")]
-    IndexOutOfBounds { index: i64, len: usize },
+    IndexOutOfBounds {
+        /// The index as evaluated (negative ones are out of bounds too).
+        index: i64,
+        /// The list's length.
+        len: usize,
+    },
+    /// `/` or `%` by zero, int or double (on doubles CEL would give ±Inf or NaN).
     #[error("division by zero")]
     DivisionByZero,
+    /// Int arithmetic or a conversion to int went beyond the 64-bit range.
     #[error("integer overflow")]
     Overflow,
+    /// A double result is NaN or infinite: scores must stay finite.
     #[error("result is not a finite number")]
     NotFinite,
     /// An int score beyond ±2^53, which a double (Redis score) cannot hold

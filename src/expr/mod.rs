@@ -73,12 +73,15 @@ pub(crate) const MAX_NESTING: usize = parser::MAX_DEPTH;
 /// The result kind a caller needs from a program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
+    /// A bool, for `filter` (read with [`Program::eval_bool`]).
     Bool,
     /// An int or a double (read with [`Program::eval_number`]).
     Number,
     /// A string, or an int (converted to its decimal form by
     /// [`Program::eval_string`], since ids may be integers).
     String,
+    /// Any value, read with [`Program::eval`]: the result's kind is not
+    /// checked when compiling.
     Any,
 }
 

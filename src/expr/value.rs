@@ -21,12 +21,18 @@ use super::error::EvalError;
 /// language's `==` is CEL equality, which compares numbers numerically.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value<'e> {
+    /// `null`, or a JSON null read from the event.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// An int literal, a JSON number that fits i64, or an int result; int
+    /// arithmetic is checked and fails with `Overflow`.
     Int(i64),
     /// Always finite: operations that would produce NaN or an infinity fail.
     Double(f64),
+    /// A string: borrowed when read from the event, owned when built.
     Str(Cow<'e, str>),
+    /// A list literal, or a JSON array of the event.
     List(Vec<Value<'e>>),
     /// A JSON object of the event, usable for navigation, `has`, `in` (key
     /// membership), `size` and equality.

@@ -44,28 +44,48 @@ pub struct Update<'e> {
 /// Why an event's rules could not be evaluated (dead-letter reason `expression`).
 #[derive(Debug, thiserror::Error)]
 pub enum RuleError {
+    /// A board's `filter`, `member`, `score` or `scope` failed on the event
+    /// (a missing field, a type error, a division by zero...).
     #[error("board `{board}`, field `{field}`: {source}")]
     Eval {
+        /// The board's name.
         board: String,
+        /// The rule that failed: `filter`, `member`, `score` or `scope`.
         field: &'static str,
+        /// How it failed.
         source: EvalError,
     },
+    /// The `filter` or `score` of a composite board's `order_by` field
+    /// failed on the event.
     #[error("board `{board}`, order_by field `{field}`: {source}")]
     FieldEval {
+        /// The board's name.
         board: String,
+        /// The `order_by` field's `field` name.
         field: String,
+        /// How it failed.
         source: EvalError,
     },
+    /// An `order_by` field's `score` gave a value a composite field cannot
+    /// hold exactly: not an integer in [-2^53, 2^53] (never rounded).
     #[error("board `{board}`, order_by field `{field}`: {problem}")]
     BadField {
+        /// The board's name.
         board: String,
+        /// The `order_by` field's `field` name.
         field: String,
+        /// The value and the range it is outside of.
         problem: String,
     },
+    /// A rule gave a value the board cannot store: an empty or too long
+    /// `member` or `scope` (over 512 bytes), or a `score` outside ±2^53.
     #[error("board `{board}`, field `{field}`: {problem}")]
     BadKey {
+        /// The board's name.
         board: String,
+        /// The rule whose value is refused: `member`, `scope` or `score`.
         field: &'static str,
+        /// What is wrong with the value.
         problem: String,
     },
 }

@@ -41,10 +41,17 @@ pub const CALLS_PER_ROUND_TRIP: usize = 32;
 /// A Redis failure, with what it means for the caller.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The Redis client failed: no connection, an I/O error or timeout,
+    /// refused credentials, or an error reply it surfaced itself; the
+    /// metric's kind is read from it.
     #[error("cannot reach Redis: {0}")]
     Redis(#[from] RedisError),
+    /// One command of a pipeline got an error reply; the text is its code
+    /// and details (`BUSY ...`, `OOM ...`), which give the metric's kind.
     #[error("Redis answered a command with an error: {0}")]
     Server(String),
+    /// A reply rankflow did not expect (its shape or a value): kind
+    /// `protocol`, not retriable.
     #[error("unexpected reply from Redis: {0}")]
     Protocol(String),
     /// A setting that can never work (unreadable TLS file, URL the client
@@ -60,7 +67,12 @@ pub enum StoreError {
     /// batch's writes. The batch is retried (fenced, so nothing is counted
     /// twice) and not acknowledged meanwhile.
     #[error("only {got} of the {wanted} required replicas have the writes")]
-    NotReplicated { wanted: u32, got: i64 },
+    NotReplicated {
+        /// `redis.wait_replicas`.
+        wanted: u32,
+        /// Replicas `WAIT` counted (on a cluster, the smallest count of any primary).
+        got: i64,
+    },
 }
 
 impl StoreError {

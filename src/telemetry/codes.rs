@@ -42,13 +42,21 @@ impl Outcome {
 /// header and the `reason` label of `rankflow_dlq_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DlqReason {
+    /// `too_large`: the message is larger than `kafka.max_event_bytes`.
     TooLarge,
+    /// `invalid_utf8`: the message is not UTF-8.
     InvalidUtf8,
+    /// `invalid_json`: the message is not JSON (or is nested too deeply).
     InvalidJson,
+    /// `not_object`: the message is JSON, but not an object.
     NotObject,
+    /// `unknown_type`: its `type` is not gift, score or play.
     UnknownType,
+    /// `schema`: it fails its type's JSON Schema (also a missing `type`).
     Schema,
+    /// `future_ts`: its `ts` is more than `max_future_skew` ahead of the clock.
     FutureTs,
+    /// `expression`: a rule of a board that consumes it failed on it.
     Expression,
 }
 
@@ -102,14 +110,22 @@ pub enum RedisErrorKind {
     Noscript,
     /// `WAIT` saw fewer replicas than `redis.wait_replicas`.
     Replication,
+    /// `LOADING`: Redis is loading its data set.
     Loading,
+    /// `BUSY`: a script is running too long.
     Busy,
+    /// `TRYAGAIN`: a slot is migrating (cluster).
     Tryagain,
+    /// `MASTERDOWN`: a replica lost its primary.
     Masterdown,
+    /// `CLUSTERDOWN`: the cluster is down.
     Clusterdown,
+    /// `OOM`: Redis reached `maxmemory`.
     Oom,
     /// Authentication or permission refused (`NOAUTH`, `WRONGPASS`, `NOPERM`).
     Auth,
+    /// `WRONGTYPE`: a key under the prefix is not of the type rankflow
+    /// wrote; another program writes there. Not retriable.
     Wrongtype,
     /// Another error reply from the server.
     Server,
