@@ -39,14 +39,22 @@ use crate::telemetry::events::{self, RedisCall};
 /// Why `run` could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    /// The configuration is invalid: a setting, a board or `[archive]` (exit 2).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The embedded event schemas did not compile: a build defect (exit 2).
     #[error(transparent)]
     Schema(#[from] SchemaBuildError),
+    /// The Kafka consumer could not be created or subscribed; exit 2 unless
+    /// the failure was broker trouble (the start-up probe retries that).
     #[error(transparent)]
     Source(#[from] SourceError),
+    /// The dead-letter producer could not be created from `[kafka]` (exit 2).
     #[error(transparent)]
     DeadLetters(#[from] DeadLetterError),
+    /// librdkafka refused the properties of a client rankflow creates (the
+    /// consumer, the dead-letter or the period-closed producer), or
+    /// `[kafka.client]` sets one rankflow manages (exit 2).
     #[error(transparent)]
     Kafka(#[from] ClientError),
     /// A Redis setting the client cannot use (the message names it).
@@ -56,8 +64,10 @@ pub enum AppError {
     /// ACL that lacks a key or command rankflow needs.
     #[error("setting `redis.url`: Redis refuses rankflow's credentials or permissions: {0}")]
     RedisRefused(StoreError),
+    /// The Prometheus recorder behind `/metrics` could not be installed.
     #[error("metrics recorder: {0}")]
     Metrics(String),
+    /// The HTTP listener failed (its address could not be read).
     #[error("HTTP listener: {0}")]
     Http(#[from] std::io::Error),
     /// Redis could not be reached (`rankflow archive` does not wait for it).

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 /// Milliseconds since the Unix epoch.
 pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Now, in milliseconds since the Unix epoch (UTC).
     fn now_ms(&self) -> i64;
 }
 
@@ -24,14 +25,18 @@ impl Clock for SystemClock {
 pub struct ManualClock(Arc<AtomicI64>);
 
 impl ManualClock {
+    /// A clock standing at `now_ms`; its clones share it, so a test keeps
+    /// one to move the clock the consumer and the API read.
     pub fn new(now_ms: i64) -> ManualClock {
         ManualClock(Arc::new(AtomicI64::new(now_ms)))
     }
 
+    /// Moves the clock to `now_ms`, backwards too.
     pub fn set(&self, now_ms: i64) {
         self.0.store(now_ms, Ordering::SeqCst);
     }
 
+    /// Moves the clock `ms` milliseconds on (back, if negative).
     pub fn advance(&self, ms: i64) {
         self.0.fetch_add(ms, Ordering::SeqCst);
     }

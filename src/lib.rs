@@ -28,6 +28,8 @@
 //!
 //! The design notes users of the Redis data need are in `docs/`.
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod app;
 pub mod archive;

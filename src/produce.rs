@@ -21,7 +21,9 @@ use crate::source::client::{self, ClientError, Properties, Role};
 /// What to generate.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Bootstrap servers (`kafka.brokers`).
     pub brokers: String,
+    /// The topic written to (`--topic`; the first of `kafka.topics` by default).
     pub topic: String,
     /// Events to send; 0 = until stopped.
     pub events: u64,
@@ -33,22 +35,31 @@ pub struct Options {
     pub receivers: u64,
     /// Distinct games.
     pub games: u64,
+    /// The event types to send, each event's type drawn uniformly from them;
+    /// not empty.
     pub types: Vec<EventType>,
     /// Zipf exponent of every id distribution.
     pub skew: f64,
+    /// Seeds the random draws, and starts every `event_id` (`<seed>-<n>`):
+    /// one seed gives the same events again, distinct seeds distinct ids.
     pub seed: u64,
     /// Extra librdkafka properties (`[kafka.client]` less the consumer-only
     /// ones, see [`client::producer_user_properties`]).
     pub client: Vec<(String, String)>,
 }
 
+/// Why `rankflow produce` could not start or stopped before sending them all.
 #[derive(Debug, thiserror::Error)]
 pub enum ProduceError {
+    /// The options cannot generate events: no event type, or a skew the
+    /// Zipf distribution refuses (the message names the distribution).
     #[error("invalid producer option: {0}")]
     Options(String),
     /// A permanent fault: librdkafka refused the properties.
     #[error("cannot create the Kafka producer: {0}")]
     Client(#[from] ClientError),
+    /// The producer refused an event (other than a full local queue, which
+    /// is waited out), or the final flush (up to 60 s) failed.
     #[error("Kafka did not accept the events: {0}")]
     Send(KafkaError),
 }
@@ -73,6 +84,9 @@ pub struct Generator {
 }
 
 impl Generator {
+    /// A generator of `o.types` over `o`'s id distributions, seeded with
+    /// `o.seed`; [`ProduceError::Options`] when there is no type or the
+    /// skew is refused. Used by [`run`] and the benchmarks.
     pub fn new(o: &Options) -> Result<Generator, ProduceError> {
         let zipf = |n: u64, what: &str| {
             Zipf::new(n.max(1) as f64, o.skew)

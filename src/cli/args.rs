@@ -8,6 +8,8 @@ use clap::{Args, Parser, Subcommand};
 use crate::event::EventType;
 use crate::reader::RankStyle;
 
+/// The whole command line (docs/cli.md), as `main` parses it and hands it to
+/// [`crate::cli::execute`].
 #[derive(Debug, Parser)]
 #[command(
     name = "rankflow",
@@ -15,19 +17,23 @@ use crate::reader::RankStyle;
     about = "Kafka events to real-time leaderboards in Redis"
 )]
 pub struct Cli {
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The five commands of docs/cli.md; each variant's doc line is its help line.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the consumer with its HTTP listener.
     Run {
+        /// The configuration file.
         #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
         config: PathBuf,
     },
     /// Validate the config and rules; print every board with its keys.
     Check {
+        /// The configuration file.
         #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
         config: PathBuf,
     },

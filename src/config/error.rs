@@ -11,20 +11,44 @@ use crate::board::BoardError;
 /// where (file and line, environment variable, setting, or board and field).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The configuration file could not be read (missing, unreadable).
     #[error("cannot read config file {path}: {source}")]
     Read {
+        /// The file, as given with `-c`/`--config` or `RANKFLOW_CONFIG`.
         path: PathBuf,
+        /// Why reading it failed.
         source: std::io::Error,
     },
+    /// The file is not valid TOML, or a value does not fit its setting: a
+    /// wrong type, an unknown key, a value its typed setting refuses.
     #[error("{path}: {source}")]
     Parse {
+        /// The file the message names.
         path: PathBuf,
+        /// The TOML error; it names the key (and, without environment
+        /// overrides, the line).
         source: Box<toml::de::Error>,
     },
+    /// A `RANKFLOW_*` environment override cannot be used: not a setting,
+    /// or not a value of the setting's type.
     #[error("environment variable {var}: {message}")]
-    Env { var: String, message: String },
+    Env {
+        /// The variable's name; `RANKFLOW_*` when the file with its
+        /// overrides applied could not be written back as TOML.
+        var: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A value or a combination of values breaks a rule of
+    /// docs/configuration.md: a setting, a board or one of its rules.
     #[error("{location}: {message}")]
-    Invalid { location: String, message: String },
+    Invalid {
+        /// Where, as the message starts: a setting (``setting `redis.url` ``),
+        /// a board and field (``board `gifts` (#1), field `score` ``), a table.
+        location: String,
+        /// What is wrong there.
+        message: String,
+    },
 }
 
 impl ConfigError {

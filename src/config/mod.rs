@@ -38,7 +38,9 @@ pub struct Config {
     /// Events further ahead of the clock than this are invalid (docs/configuration.md).
     #[serde(default = "default_future_skew")]
     pub(crate) max_future_skew: FixedSpan,
+    /// `[kafka]`: the brokers, topics and consumer group events come from.
     pub kafka: KafkaConfig,
+    /// `[redis]`: where the boards are kept.
     pub redis: RedisConfig,
     #[serde(default)]
     pub(crate) batch: BatchConfig,
@@ -52,6 +54,9 @@ pub struct Config {
     pub(crate) boards: Vec<BoardSpec>,
 }
 
+/// `[kafka]` (docs/configuration.md): what the consumer, the dead-letter
+/// producer and `rankflow produce` connect to. Debug masks secret
+/// `[kafka.client]` values.
 #[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaConfig {
@@ -132,6 +137,8 @@ impl fmt::Debug for RedisUrl {
     }
 }
 
+/// `[redis]` (docs/configuration.md): the server or cluster the boards are
+/// written to and read from, how long a round trip may take, and TLS.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisConfig {
@@ -159,6 +166,8 @@ pub struct RedisConfig {
     pub(crate) tls_key_file: Option<PathBuf>,
 }
 
+/// `[batch]` (docs/configuration.md): when the consumer closes a batch and
+/// writes it to Redis; defaults 100000 events and 50 ms.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchConfig {

@@ -37,6 +37,7 @@ impl Millis {
         }
     }
 
+    /// The milliseconds, never 0: for logs and arithmetic in ms.
     pub fn get(self) -> u64 {
         self.0.get()
     }
