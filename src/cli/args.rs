@@ -48,6 +48,7 @@ pub enum Command {
 /// `rankflow archive`.
 #[derive(Debug, Args)]
 pub struct ArchiveArgs {
+    /// The configuration file.
     #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
     pub(crate) config: PathBuf,
     /// Only this board's periods.
@@ -66,6 +67,7 @@ pub struct ArchiveArgs {
 /// `rankflow produce`.
 #[derive(Debug, Args)]
 pub struct ProduceArgs {
+    /// The configuration file.
     #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
     pub(crate) config: PathBuf,
     /// Events to send (0 = until interrupted).
@@ -102,6 +104,7 @@ pub struct TopArgs {
     pub(crate) board: String,
     /// `hour|day|week|month|year|all|win:<L>`
     pub(crate) view: String,
+    /// The configuration file.
     #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
     pub(crate) config: PathBuf,
     /// A scope; give it several times for their union, or `*` for all.

@@ -20,9 +20,6 @@ pub enum SourceError {
         /// librdkafka's reason.
         source: KafkaError,
     },
-    /// The consumer failed while consuming: broker trouble, so retried.
-    #[error("Kafka consumer failed: {0}")]
-    Consume(KafkaError),
     /// No broker of `kafka.brokers` answered the start-up probe's metadata
     /// request in time; retried until one does.
     #[error("no broker answered a metadata request: {0}")]
@@ -36,6 +33,6 @@ pub enum SourceError {
 impl SourceError {
     /// Configuration mistakes are permanent; broker trouble is not.
     pub(crate) fn is_retriable(&self) -> bool {
-        matches!(self, SourceError::Consume(_) | SourceError::Unreachable(_))
+        matches!(self, SourceError::Unreachable(_))
     }
 }
