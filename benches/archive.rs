@@ -15,7 +15,7 @@
 //! Run with `cargo bench --bench archive` (PostgreSQL and Redis from
 //! scripts/setup.sh).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::time::Instant;

@@ -16,7 +16,7 @@
 //! Run with `cargo bench --bench composite` (`BENCH_EVENTS` changes the
 //! load).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 mod support;
 

@@ -28,7 +28,7 @@
 //! `BENCH_PERF_CTL` to a `perf record --control` FIFO: sampling is enabled
 //! only while a batched workload is consumed, not while events are produced.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 mod support;
 

@@ -26,7 +26,7 @@
 //!
 //! Run with `scripts/bench.sh` (or `cargo bench --bench streams`).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

@@ -37,7 +37,7 @@
 //! Run with `cargo bench --bench unions` (tansu from scripts/setup.sh in
 //! `TANSU_BIN`, redis-server on the path).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 mod support;
 

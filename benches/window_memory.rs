@@ -6,7 +6,7 @@
 //!
 //! Run with `scripts/bench.sh` (or `cargo bench --bench window_memory`).
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use common::direct::Direct;

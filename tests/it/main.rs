@@ -1,0 +1,43 @@
+//! rankflow's integration tests, in one test binary: each module is what
+//! was a binary of its own (`cargo test --test it chaos::` runs one), and
+//! `common` holds what they share (servers on free ports, reference
+//! models, the harness that applies events without Kafka). One binary
+//! builds and links once instead of once per file, and keeps the test
+//! threads busy across files (see BENCHMARKS.md, "Test suite layout").
+
+mod common;
+
+mod apply_model;
+mod archive_copy;
+mod archive_reads;
+mod archiver;
+mod board_model;
+mod browser;
+mod calendar;
+mod chaos;
+mod closing;
+mod cluster;
+mod composite;
+mod composite_archive;
+mod composite_surface;
+mod composite_windows;
+mod config;
+mod counts;
+mod deadletter;
+mod decode_equivalence;
+mod docs;
+mod exact_sums;
+mod history;
+mod history_docs;
+mod history_outage;
+mod http;
+mod layout;
+mod operations;
+mod pipeline;
+mod rank_styles;
+mod repeated_kill;
+mod scope_unions;
+mod security;
+mod streams;
+mod unions;
+mod windows;
