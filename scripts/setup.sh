@@ -12,7 +12,7 @@
 #                              openssl (certificates of the TLS tests),
 #                              docker-compose (validates docker-compose.yml;
 #                              no Docker engine), chromium, chromium-driver
-#                              and firefox-esr (tests/browser.rs), and from
+#                              and firefox-esr (tests/it/browser.rs), and from
 #                              PyPI moto's S3 server with boto3 (tansu keeps
 #                              its data there when a test restarts the
 #                              broker) and PyYAML, every package pinned in
@@ -63,7 +63,7 @@ if $tests; then
   # The security tests make certificates with openssl.
   command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
   command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
-  # tests/browser.rs drives Debian's headless chromium through chromedriver
+  # tests/it/browser.rs drives Debian's headless chromium through chromedriver
   # (W3C WebDriver; the driver package matches the browser's version), and
   # loads the page in headless Firefox ESR too (no driver: its console).
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)

@@ -1,7 +1,7 @@
 //! Input events (docs/events.md): decoding a Kafka message value into a validated
 //! [`Event`], with the JSON Schemas in `schemas/` as the source of truth.
 //!
-//! Two decodes give the same answers (tests/decode_equivalence.rs): the
+//! Two decodes give the same answers (tests/it/decode_equivalence.rs): the
 //! typed one every message takes ([`typed`] parses, [`check`] applies the
 //! schemas as field rules) and the generic one ([`generic`]: a
 //! `serde_json::Value` checked by the compiled schemas), kept as the

@@ -1,7 +1,7 @@
 //! rankflow turns event streams in Kafka into real-time leaderboards in Redis.
 //!
 //! Data flows one way through these modules, and no two of them import
-//! each other (`tests/layout.rs` checks):
+//! each other (`tests/it/layout.rs` checks):
 //!
 //! - [`source`] — the Kafka consumer-group member: client properties,
 //!   rebalance and statistics callbacks.

@@ -2,7 +2,7 @@
 //! (`schemas/*.schema.json`) written as a table of field rules, applied to
 //! the slots [`super::typed`] parsed, plus the rules the schemas cannot say
 //! (id and event id byte lengths, integral-float normalization) exactly as
-//! the generic decode applies them. tests/decode_equivalence.rs holds the
+//! the generic decode applies them. tests/it/decode_equivalence.rs holds the
 //! two decodes to the same answers; a schema change must change both.
 
 use std::borrow::Cow;

@@ -1,7 +1,7 @@
 //! The generic decode: the whole payload into a `serde_json::Value`,
 //! validated by the compiled JSON Schemas, then normalized. It was the only
 //! path before the typed decode ([`super::typed`]); it stays as the
-//! reference the typed path is proven equal to (tests/decode_equivalence.rs)
+//! reference the typed path is proven equal to (tests/it/decode_equivalence.rs)
 //! and as the "before" of benches/decode.rs.
 
 use serde_json::{Map, Value};

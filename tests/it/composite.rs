@@ -1,5 +1,5 @@
 //! Composite boards (docs/score-encoding.md) against the reference model of
-//! `tests/common/composite.rs`, written from the spec, never from the code
+//! `tests/it/common/composite.rs`, written from the spec, never from the code
 //! under test:
 //! - random composite boards (1-4 fields, random orders, aggregates and
 //!   tie-breaks) fed random events with out-of-order times, in several

@@ -3,7 +3,7 @@
 //! day), through the rules, the
 //! batch and the Lua script into a real Redis, checked against references
 //! written from the spec, never from the code under test (the composite
-//! model of `tests/common/composite.rs`, and the windows' buckets here):
+//! model of `tests/it/common/composite.rs`, and the windows' buckets here):
 //! - random composite boards fed random events with out-of-order times
 //!   while the clock moves: after every step each window ranks and holds
 //!   exactly what the fields' rules give over the events whose bucket is

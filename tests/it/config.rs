@@ -3,7 +3,7 @@
 //! is running, so anything that waited for one would time out), and
 //! `rankflow check` reports the same fault without any server. Also: a
 //! valid config passes `check` with no server up, secrets are masked in its
-//! output. (One seed URL of a Redis Cluster is tested in `tests/cluster.rs`.)
+//! output. (One seed URL of a Redis Cluster is tested in `tests/it/cluster.rs`.)
 
 use crate::common;
 

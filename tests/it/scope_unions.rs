@@ -2,7 +2,7 @@
 //! `scope=*` on period views, `all`, windows and `last:<N><unit>` views,
 //! over boards written by the real apply path (rules, batch, Lua, a real
 //! redis-server), read through the HTTP API, against the reference of
-//! `tests/common/unions.rs`, computed from the events alone (Tokyo dates
+//! `tests/it/common/unions.rs`, computed from the events alone (Tokyo dates
 //! with chrono-tz, sums and maxima by hand). Scope values with `:`, `{`, `}` and `%` check the escaping of
 //! both key layouts. The scope registry's bound and expiry, caching with
 //! `INFO commandstats`, the 3-primary Redis Cluster (a board kept in one

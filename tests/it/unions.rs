@@ -1,7 +1,7 @@
 //! Rolling views computed at read time (docs/http-api.md, issue 12 point 1):
 //! `last:<N><unit>` over the period boards the real apply path wrote (rules,
 //! batch, Lua, a real redis-server), read through the HTTP API, against the
-//! reference of `tests/common/unions.rs`, computed from the events alone
+//! reference of `tests/it/common/unions.rs`, computed from the events alone
 //! (local dates with chrono-tz, sums and maxima by hand): 10 days of events in Asia/Tokyo
 //! across a month boundary, events at local midnight edges so that a UTC
 //! calendar would misplace them, `period=` in the past, a tie-break board

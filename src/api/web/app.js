@@ -10,7 +10,7 @@
 
 // An error nobody caught is logged to the console like any other, so a
 // browser that shows only console messages (the Firefox check of
-// tests/browser.rs) reports it too.
+// tests/it/browser.rs) reports it too.
 window.addEventListener("error", (e) => console.error(`rankflow page: ${e.message}`));
 window.addEventListener("unhandledrejection", (e) =>
   console.error(`rankflow page: ${e.reason}`),

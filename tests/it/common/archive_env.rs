@@ -1,6 +1,6 @@
 //! A Redis and a private PostgreSQL behind rankflow's HTTP API, with the
 //! reader able to fall back to the archive: what the tests of archived
-//! reads and rank styles (`tests/archive_reads.rs`, `tests/rank_styles.rs`)
+//! reads and rank styles (`tests/it/archive_reads.rs`, `tests/it/rank_styles.rs`)
 //! start from. Live periods are written with plain Redis commands on the
 //! documented layout (docs/redis-layout.md; the keys and the stored tie key
 //! are written here from it, not taken from rankflow's code), archived

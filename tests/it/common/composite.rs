@@ -1,6 +1,6 @@
 //! The reference model of composite boards (docs/score-encoding.md,
-//! docs/configuration.md) that `tests/composite.rs` and
-//! `tests/composite_windows.rs` check rankflow against. It is an independent
+//! docs/configuration.md) that `tests/it/composite.rs` and
+//! `tests/it/composite_windows.rs` check rankflow against. It is an independent
 //! reference written here from the documented rules, never from rankflow's
 //! code: random board definitions (1-4 fields, random rules, orders and
 //! tie-breaks), each field's aggregate folded by hand over the events, and

@@ -1,4 +1,4 @@
-//! What the tests of union views (`tests/unions.rs`, `tests/scope_unions.rs`)
+//! What the tests of union views (`tests/it/unions.rs`, `tests/it/scope_unions.rs`)
 //! share: their reference model of a union ([`union_reference`], with
 //! ranks by counting), Tokyo calendar helpers for it, a reader and HTTP
 //! server over a [`Direct`] harness with a chosen union cache, and rows and
