@@ -206,6 +206,26 @@ pub(crate) struct HttpConfig {
     /// is refused with 503. Bounds the sockets and tasks clients can hold.
     #[serde(default = "default_max_streams")]
     pub(crate) max_streams: NonZeroUsize,
+    /// Most client connections open at once; past it, new connections wait
+    /// in the listen backlog until one closes. Bounds the file descriptors
+    /// and memory clients can hold.
+    #[serde(default = "default_max_connections")]
+    pub(crate) max_connections: NonZeroUsize,
+    /// How long a client has to send a complete request head, from
+    /// connecting or from its previous response: a slower client is
+    /// dropped, and an idle keep-alive connection is closed after it.
+    #[serde(default = "default_header_timeout")]
+    pub(crate) header_timeout: FixedSpan,
+    /// Most distinct live-view pollers (one per board, view, period and
+    /// scopes, or per member followed); a stream that would start one more
+    /// is refused with 503 and `Retry-After`.
+    #[serde(default = "default_max_pollers")]
+    pub(crate) max_pollers: NonZeroUsize,
+    /// Most sorted-set entries one read may make Redis walk (a union of
+    /// periods or scopes, a dense rank without its index); a read that
+    /// would walk more is refused with a 4xx that names this setting.
+    #[serde(default = "default_max_read_entries")]
+    pub(crate) max_read_entries: NonZeroUsize,
 }
 
 impl Default for HttpConfig {
@@ -214,6 +234,10 @@ impl Default for HttpConfig {
             listen: default_listen(),
             union_cache: default_union_cache(),
             max_streams: default_max_streams(),
+            max_connections: default_max_connections(),
+            header_timeout: default_header_timeout(),
+            max_pollers: default_max_pollers(),
+            max_read_entries: default_max_read_entries(),
         }
     }
 }
@@ -285,6 +309,21 @@ impl fmt::Debug for ArchiveConfig {
 
 fn default_max_streams() -> NonZeroUsize {
     NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN)
+}
+fn default_max_connections() -> NonZeroUsize {
+    NonZeroUsize::new(16_384).unwrap_or(NonZeroUsize::MIN)
+}
+fn default_header_timeout() -> FixedSpan {
+    FixedSpan {
+        text: "10s".into(),
+        ms: 10_000,
+    }
+}
+fn default_max_pollers() -> NonZeroUsize {
+    NonZeroUsize::new(1_024).unwrap_or(NonZeroUsize::MIN)
+}
+fn default_max_read_entries() -> NonZeroUsize {
+    NonZeroUsize::new(2_000_000).unwrap_or(NonZeroUsize::MIN)
 }
 fn default_union_cache() -> FixedSpan {
     FixedSpan {
@@ -445,6 +484,10 @@ mod tests {
         assert_eq!(c.http.listen.to_string(), "127.0.0.1:9898");
         assert_eq!(c.http.union_cache.ms(), 1_000);
         assert_eq!(c.http.max_streams.get(), 10_000);
+        assert_eq!(c.http.max_connections.get(), 16_384);
+        assert_eq!(c.http.header_timeout.ms(), 10_000);
+        assert_eq!(c.http.max_pollers.get(), 1_024);
+        assert_eq!(c.http.max_read_entries.get(), 2_000_000);
         assert_eq!(c.redis.key_prefix, "rankflow");
         assert_eq!(c.kafka.group_id, "rankflow");
         assert_eq!(c.boards[0].aggregate, None, "sum unless given");
@@ -477,6 +520,10 @@ mod tests {
                 ("RANKFLOW_LOG", "debug"),
                 ("RANKFLOW_HTTP_UNION_CACHE", "250ms"),
                 ("RANKFLOW_HTTP_MAX_STREAMS", "3"),
+                ("RANKFLOW_HTTP_MAX_CONNECTIONS", "4"),
+                ("RANKFLOW_HTTP_HEADER_TIMEOUT", "2s"),
+                ("RANKFLOW_HTTP_MAX_POLLERS", "5"),
+                ("RANKFLOW_HTTP_MAX_READ_ENTRIES", "6"),
                 ("PATH", "/bin"),
             ],
         )
@@ -497,6 +544,31 @@ mod tests {
         assert_eq!(c.kafka.client["session.timeout.ms"], "6000");
         assert_eq!(c.http.union_cache.ms(), 250);
         assert_eq!(c.http.max_streams.get(), 3);
+        assert_eq!(c.http.max_connections.get(), 4);
+        assert_eq!(c.http.header_timeout.ms(), 2_000);
+        assert_eq!(c.http.max_pollers.get(), 5);
+        assert_eq!(c.http.max_read_entries.get(), 6);
+    }
+
+    #[test]
+    fn the_listener_bounds_are_checked() {
+        let streams = load(
+            MINIMAL,
+            &[
+                ("RANKFLOW_HTTP_MAX_STREAMS", "9"),
+                ("RANKFLOW_HTTP_MAX_CONNECTIONS", "8"),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            streams.contains("http.max_streams") && streams.contains("http.max_connections"),
+            "{streams}"
+        );
+        let zero = load(MINIMAL, &[("RANKFLOW_HTTP_HEADER_TIMEOUT", "0s")])
+            .unwrap_err()
+            .to_string();
+        assert!(zero.contains("header_timeout"), "{zero}");
     }
 
     #[test]

@@ -24,7 +24,30 @@ impl Config {
     /// node with replicas is a valid set-up. [`Config::notes`] explains it.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.validate_kafka()?;
-        self.validate_redis()
+        self.validate_redis()?;
+        self.validate_http()
+    }
+
+    /// The listener's bounds: a head must be given some time, and every
+    /// stream holds a connection.
+    fn validate_http(&self) -> Result<(), ConfigError> {
+        let http = &self.http;
+        if http.header_timeout.ms() <= 0 {
+            return Err(ConfigError::setting(
+                "http.header_timeout",
+                "must be longer than 0 (a client needs time to send its request)",
+            ));
+        }
+        if http.max_streams > http.max_connections {
+            return Err(ConfigError::setting(
+                "http.max_streams",
+                format!(
+                    "{} streams cannot be open on at most {} connections (http.max_connections)",
+                    http.max_streams, http.max_connections
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn validate_kafka(&self) -> Result<(), ConfigError> {
