@@ -35,6 +35,7 @@ mod layout;
 mod operations;
 mod pipeline;
 mod rank_styles;
+mod read_only;
 mod repeated_kill;
 mod scope_unions;
 mod security;

@@ -829,10 +829,26 @@ local function evict_page(view, kv)
 end
 
 -- Evicts the buckets that ended at or before the cutoff, within the budget.
-local function trim(view)
-  local stored = tonumber(redis.call("GET", view.cut) or "-1")
+-- `writes`: the call also applies updates (else it only trims: a read, or
+-- the background trimmer, which must leave no lasting key behind).
+local function trim(view, writes)
+  local raw = redis.call("GET", view.cut)
+  local stored = tonumber(raw or "-1")
+  if not writes and redis.call("EXISTS", view.log) == 0 then
+    -- Nothing in the window (never written, or expired with its keys):
+    -- nothing to evict and nothing to remember. A cut an earlier version
+    -- left without expiry goes now.
+    if raw and redis.call("PEXPIRETIME", view.cut) == -1 then redis.call("UNLINK", view.cut) end
+    view.cutoff = math.max(view.cutoff, stored)
+    return
+  end
   if view.cutoff > stored then
-    redis.call("SET", view.cut, num(view.cutoff))
+    -- KEEPTTL: the cut lives as long as the window's data, never longer.
+    redis.call("SET", view.cut, num(view.cutoff), "KEEPTTL")
+    if not raw then
+      local at = redis.call("PEXPIRETIME", view.log)
+      if at > 0 then redis.call("PEXPIREAT", view.cut, at) end
+    end
     stored = view.cutoff
   end
   view.cutoff = stored
@@ -1187,7 +1203,7 @@ for i = 1, #instances do
     local view = views[v]
     dense_open(view, inst.dense)
     if view.kind == "w" then
-      trim(view)
+      trim(view, inst.ngroups > 0)
     elseif view.bound then
       view.fast = inst.fast[view.bound]
     end
