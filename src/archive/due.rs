@@ -206,10 +206,16 @@ pub fn resolve(boards: &BoardSet, prefix: &str, item: &DueItem) -> Result<DuePer
     let kind = PeriodKind::parse(kind_name)
         .filter(|k| *k != PeriodKind::All)
         .ok_or_else(|| bad(format!("view {view_id:?} is not a closing period")))?;
-    let retention = period_retention(board, kind)
+    let (retention, grace) = period_view(board, kind)
         .ok_or_else(|| bad(format!("board {board_name:?} has no {kind_name} view")))?;
     let period = parse_period_id(kind, period_id, board.tz).map_err(|e| bad(e.to_string()))?;
     let end_ms = period.end_ms.unwrap_or(i64::MAX);
+    // The grace configured now decides, whatever the score was written
+    // with (a grace changed since: docs/history.md).
+    let close_ms = match grace {
+        Some(g) => end_ms.saturating_add(g),
+        None => item.close_ms,
+    };
     Ok(DuePeriod {
         member: item.member.clone(),
         key: PeriodKey {
@@ -221,7 +227,7 @@ pub fn resolve(boards: &BoardSet, prefix: &str, item: &DueItem) -> Result<DuePer
         view_key: keys::view_key(prefix, tag, view_id),
         start_ms: period.start_ms,
         end_ms,
-        close_ms: item.close_ms,
+        close_ms,
         expire_at: retention.map(|r| add_span(end_ms, &r, board.tz)),
         order: board.order,
         tie_key: board.tie_key,
@@ -229,18 +235,106 @@ pub fn resolve(boards: &BoardSet, prefix: &str, item: &DueItem) -> Result<DuePer
     })
 }
 
-/// The retention of the board's view of `kind`: `None` if it has no such
-/// view, `Some(None)` if the view is kept forever.
-fn period_retention(
-    board: &Board,
-    kind: PeriodKind,
-) -> Option<Option<crate::board::duration::Span>> {
+/// The retention (`None`: kept forever) and the grace (`None`: not
+/// archived) of the board's view of `kind`; `None` if it has no such view.
+type PeriodView = (Option<crate::board::duration::Span>, Option<i64>);
+
+fn period_view(board: &Board, kind: PeriodKind) -> Option<PeriodView> {
     board.views.iter().find_map(|v| match v {
         ViewSpec::Period {
-            kind: k, retention, ..
-        } if *k == kind => Some(*retention),
+            kind: k,
+            retention,
+            close_after,
+        } if *k == kind => Some((*retention, *close_after)),
         _ => None,
     })
+}
+
+/// Makes the due set's close times those of `grace_ms` (the configured
+/// `[archive] grace`) if they were computed with another: each item's
+/// score becomes its period's end + the grace of its view, page by page
+/// (`ZSCAN`, `ZADD XX`: an item removed meanwhile is not brought back),
+/// then the grace is recorded. Items this configuration cannot resolve
+/// keep their score. Returns how many items were rescored (0 when the
+/// recorded grace was already this one). Any archiver may run it at the
+/// same time as another: both write the same scores.
+pub(crate) async fn sync_grace(
+    store: &Store,
+    boards: &BoardSet,
+    prefix: &str,
+    grace_ms: i64,
+) -> Result<u64, ArchiveError> {
+    let grace_key = keys::archive_grace_key(prefix);
+    let recorded: Option<String> = store
+        .query(redis::cmd("GET").arg(&grace_key))
+        .await
+        .map_err(redis)?;
+    if recorded.and_then(|g| g.parse::<i64>().ok()) == Some(grace_ms) {
+        return Ok(0);
+    }
+    let due_key = keys::archive_due_key(prefix);
+    let mut cursor = 0u64;
+    let mut rescored = 0u64;
+    loop {
+        let (next, page): (u64, Vec<(String, f64)>) = store
+            .query(
+                redis::cmd("ZSCAN")
+                    .arg(&due_key)
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(500),
+            )
+            .await
+            .map_err(redis)?;
+        let mut zadd = redis::cmd("ZADD");
+        zadd.arg(&due_key).arg("XX");
+        let mut changed = 0u64;
+        for (member, score) in page {
+            let item = DueItem {
+                member,
+                close_ms: score as i64,
+            };
+            if let Ok(p) = resolve(boards, prefix, &item)
+                && p.close_ms != item.close_ms
+            {
+                zadd.arg(p.close_ms).arg(&item.member);
+                changed += 1;
+            }
+        }
+        if changed > 0 {
+            let _: i64 = store.query(&zadd).await.map_err(redis)?;
+            rescored += changed;
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let _: () = store
+        .query(redis::cmd("SET").arg(&grace_key).arg(grace_ms))
+        .await
+        .map_err(redis)?;
+    Ok(rescored)
+}
+
+/// Moves one item to its close time (`ZADD XX`): an item the due set
+/// listed as due by a score older than the configured grace.
+pub(crate) async fn reschedule(
+    store: &Store,
+    prefix: &str,
+    p: &DuePeriod,
+) -> Result<(), ArchiveError> {
+    let _: i64 = store
+        .query(
+            redis::cmd("ZADD")
+                .arg(keys::archive_due_key(prefix))
+                .arg("XX")
+                .arg(p.close_ms)
+                .arg(&p.member),
+        )
+        .await
+        .map_err(redis)?;
+    Ok(())
 }
 
 /// Step 1: closes the period (marker `K:closed` = close time, then no

@@ -150,6 +150,21 @@ impl Archiver {
     }
 
     /// Measures the backlog and reports it (gauges and log).
+    /// Makes the due set's close times follow the configured grace (once
+    /// after it changed; see [`due::sync_grace`]) and says so in the log.
+    async fn sync_grace(&self) -> Result<(), ArchiveError> {
+        let grace = self.config.grace.ms();
+        let rescored = due::sync_grace(&self.store, &self.boards, self.prefix(), grace).await?;
+        if rescored > 0 {
+            tracing::info!(
+                periods = rescored,
+                grace_ms = grace,
+                "The archive grace differs from the one the due periods were registered with; their close times now follow the configured grace."
+            );
+        }
+        Ok(())
+    }
+
     pub(crate) async fn measure(&self) -> Result<due::Backlog, ArchiveError> {
         let now = self.clock.now_ms();
         let backlog = due::backlog(&self.store, self.prefix(), now).await?;
@@ -165,6 +180,7 @@ impl Archiver {
     /// when the due set cannot be read; a period that fails is reported in
     /// its line and stays due.
     pub async fn pass(&mut self, board: Option<&str>) -> Result<Vec<Report>, ArchiveError> {
+        self.sync_grace().await?;
         self.measure().await?;
         let now = self.clock.now_ms();
         let items = due::list_due(&self.store, self.prefix(), now, DUE_PER_PASS).await?;
@@ -173,6 +189,13 @@ impl Archiver {
             let resolved = due::resolve(&self.boards, self.prefix(), &item);
             let report = match resolved {
                 Ok(p) if board.is_some_and(|b| b != p.key.board) => continue,
+                Ok(p) if now < p.close_ms => {
+                    // Listed by a close time a shorter grace gave it (a
+                    // consumer still on the old configuration): it closes
+                    // at the configured grace, not before.
+                    due::reschedule(&self.store, self.prefix(), &p).await?;
+                    continue;
+                }
                 Ok(p) => Report {
                     period: p.key.path(),
                     board: Some(p.key.board.clone()),

@@ -176,6 +176,14 @@ pub(crate) fn archive_due_key(prefix: &str) -> String {
     format!("{prefix}:archive:due")
 }
 
+/// The `[archive] grace` (ms) the scores of [`archive_due_key`] were last
+/// computed with. An archiver that finds another grace configured
+/// computes every close time again, so a changed grace applies to periods
+/// written before the change too.
+pub(crate) fn archive_grace_key(prefix: &str) -> String {
+    format!("{prefix}:archive:grace")
+}
+
 /// Member of [`archive_due_key`]: the view key without its prefix,
 /// `{<tag>}:<view id>`, e.g. `{star_fans:u42}:week:2026-W47`.
 pub fn due_member(tag: &str, view_id: &str) -> String {

@@ -27,6 +27,7 @@ mod deadletter;
 mod decode_equivalence;
 mod docs;
 mod exact_sums;
+mod grace_change;
 mod history;
 mod history_docs;
 mod history_outage;
