@@ -27,9 +27,15 @@
 //! does not take, 503 (with `Retry-After`) while Redis or the archive is not
 //! reachable, 500 when the archive refuses a read (an operator must look). axum's own extractor rejections are plain text,
 //! so the query string and path go through [`QueryPairs`] and [`Segments`] ([`extract`]).
+//!
+//! `rankflow run` serves the router with [`listen::serve`]: its own accept
+//! loop, with a cap on connections, a time limit on request heads (and on
+//! idle keep-alive connections), and a shutdown that does not wait for
+//! stalled clients.
 
 mod error;
 mod extract;
+pub(crate) mod listen;
 mod params;
 mod state;
 mod stream;

@@ -253,7 +253,7 @@ pub async fn run(
         )),
     };
     tracing::info!(listen = %listener.local_addr()?, "HTTP listener ready (/healthz, /metrics, /v1/boards).");
-    let http = serve_http(listener, api_state, shutdown.clone());
+    let http = serve_http(listener, api_state, &config, shutdown.clone());
     spawn_upkeep(metrics, shutdown.clone());
 
     // Both dependencies are awaited side by side, so /healthz and the log
@@ -298,22 +298,22 @@ fn log_notes(config: &Config) {
     }
 }
 
-/// Serves the API until shutdown.
+/// Serves the API until shutdown, within the listener's bounds
+/// (`[http] max_connections`, `header_timeout`; [`api::listen`]). Its
+/// drain runs beside the consumer's, inside the same 10 s.
 fn serve_http(
     listener: tokio::net::TcpListener,
     state: ApiState,
-    mut shutdown: watch::Receiver<bool>,
+    config: &Config,
+    shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let served = axum::serve(listener, api::router(state))
-            .with_graceful_shutdown(async move {
-                let _ = shutdown.wait_for(|s| *s).await;
-            })
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "HTTP listener failed.");
-        }
-    })
+    let limits = api::listen::Limits::of(&config.http);
+    tokio::spawn(api::listen::serve(
+        listener,
+        api::router(state),
+        limits,
+        shutdown,
+    ))
 }
 
 /// Runs the metrics recorder's upkeep (histogram buckets, idle series)

@@ -33,6 +33,7 @@ mod history_docs;
 mod history_outage;
 mod http;
 mod layout;
+mod listener;
 mod operations;
 mod pipeline;
 mod rank_styles;
