@@ -25,8 +25,12 @@
 //! 400 for a bad parameter, 404 for an unknown route, board, view or member
 //! and for a past period that never had events, 405 for a method a route
 //! does not take, 503 (with `Retry-After`) while Redis or the archive is not
-//! reachable, 500 when the archive refuses a read (an operator must look). axum's own extractor rejections are plain text,
-//! so the query string and path go through [`QueryPairs`] and [`Segments`] ([`extract`]).
+//! reachable, 500 when the archive refuses a read (an operator must look).
+//! axum's own extractor rejections are plain text, so the query string, the
+//! path and a body go through [`QueryPairs`], [`Segments`] and [`JsonBody`]
+//! ([`extract`]), and any other plain-text error of the framework gets the
+//! JSON shape on its way out ([`error::json_errors`]). A body is at most
+//! [`MAX_BODY_BYTES`] (64 KiB; a 413 beyond).
 //!
 //! `rankflow run` serves the router with [`listen::serve`]: its own accept
 //! loop, with a cap on connections, a time limit on request heads (and on
@@ -41,8 +45,7 @@ mod state;
 mod stream;
 mod web;
 
-use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -53,8 +56,8 @@ use serde::Serialize;
 use crate::board::model::ViewSpec;
 use crate::board::period::{PeriodKind, next_reset, period_of};
 use crate::reader::{self, BadParam};
-use extract::{QueryPairs, Segments};
-use params::{Params, Route, query};
+use extract::{JsonBody, QueryPairs, Segments};
+use params::{MAX_BODY_BYTES, Params, Route, query};
 use state::reader_for;
 
 pub(crate) use error::ApiError;
@@ -88,6 +91,8 @@ pub fn router(state: ApiState) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::map_response(error::json_errors))
 }
 
 async fn healthz(State(s): State<ApiState>) -> Response {
@@ -300,10 +305,10 @@ async fn members_post(
     State(s): State<ApiState>,
     Segments((board, view)): Segments<(String, String)>,
     QueryPairs(pairs): QueryPairs,
-    body: Bytes,
+    JsonBody(body): JsonBody,
 ) -> Result<Json<reader::MemberList>, ApiError> {
     let p = Params::parse(&pairs, Route::MembersPost)?;
-    let ids = id_body(&body)?;
+    let ids = params::body_ids(&body)?;
     members_of(&s, board, view, p, &ids).await
 }
 
@@ -317,30 +322,6 @@ async fn members_of(
     let rank = p.rank.take().unwrap_or_default();
     let q = query(board, view, p);
     Ok(Json(reader_for(s, &q)?.members(&q, ids, rank).await?))
-}
-
-/// The ids of a `POST .../members` body: a JSON list of strings. Anything
-/// else is a 400 naming `ids`, as a bad `ids=` would be.
-fn id_body(body: &[u8]) -> Result<Vec<String>, BadParam> {
-    let value: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| BadParam::new("ids", format!("ids: the body is not JSON: {e}")))?;
-    let serde_json::Value::Array(items) = value else {
-        return Err(BadParam::new(
-            "ids",
-            "ids: the body must be a JSON list of member ids",
-        ));
-    };
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, item)| match item {
-            serde_json::Value::String(id) => Ok(id),
-            other => Err(BadParam::new(
-                "ids",
-                format!("ids: item {i} is not a string but {other}"),
-            )),
-        })
-        .collect()
 }
 
 async fn around(

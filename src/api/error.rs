@@ -2,12 +2,17 @@
 //! on and a JSON body, `{"error": "..."}` plus `"parameter"` when one query
 //! parameter is at fault (docs/http-api.md); how each [`ReadError`] maps to a
 //! status; and `Retry-After` on a 503.
+//!
+//! [`json_errors`] gives an error the framework answered in plain text (a
+//! body over the limit, an extractor's rejection) the same JSON shape.
 
 use axum::Json;
+use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use super::params::MAX_BODY_BYTES;
 use crate::reader::{BadParam, ReadError};
 
 /// An error answer: its status and a JSON body.
@@ -75,6 +80,50 @@ impl From<ReadError> for ApiError {
     }
 }
 
+/// The sentence for an error the framework answered itself, from its
+/// status and its plain-text message.
+pub(super) fn framework_error(status: StatusCode, text: &str) -> String {
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => format!(
+            "the request body is larger than {} KiB; send at most {MAX_BODY_BYTES} bytes",
+            MAX_BODY_BYTES / 1024
+        ),
+        _ if text.trim().is_empty() => status
+            .canonical_reason()
+            .unwrap_or("the request cannot be served")
+            .to_string(),
+        _ => text.trim().to_string(),
+    }
+}
+
+/// Gives a 4xx or 5xx response that is not JSON (the framework's plain-text
+/// rejections) the API's JSON error shape, keeping its status and headers;
+/// every other response passes unchanged.
+pub(super) async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if json || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // The framework's messages are one line; more is not a message.
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let error = ErrorBody {
+        error: framework_error(status, &String::from_utf8_lossy(&text)),
+        parameter: None,
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let body = serde_json::to_vec(&error).unwrap_or_default();
+    Response::from_parts(parts, Body::from(body))
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body)).into_response();
@@ -87,5 +136,72 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn text_of(response: Response) -> (StatusCode, String, String) {
+        let status = response.status();
+        let ctype = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap_or_default();
+        (status, ctype, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn a_plain_text_error_of_the_framework_becomes_json() {
+        let plain = (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            [("x-kept", "yes")],
+            "Failed to buffer the request body: length limit exceeded",
+        )
+            .into_response();
+        let mapped = json_errors(plain).await;
+        assert_eq!(mapped.headers()["x-kept"], "yes");
+        let (status, ctype, body) = text_of(mapped).await;
+        assert_eq!(
+            (status, ctype.as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "application/json")
+        );
+        assert_eq!(
+            body,
+            r#"{"error":"the request body is larger than 64 KiB; send at most 65536 bytes"}"#
+        );
+        let plain = (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Failed to deserialize the JSON body",
+        )
+            .into_response();
+        let (_, ctype, body) = text_of(json_errors(plain).await).await;
+        assert_eq!(ctype, "application/json");
+        assert_eq!(body, r#"{"error":"Failed to deserialize the JSON body"}"#);
+        let empty = StatusCode::METHOD_NOT_ALLOWED.into_response();
+        let (_, _, body) = text_of(json_errors(empty).await).await;
+        assert_eq!(body, r#"{"error":"Method Not Allowed"}"#);
+    }
+
+    #[tokio::test]
+    async fn other_answers_pass_unchanged() {
+        let ok = (StatusCode::OK, "# metrics").into_response();
+        let (status, ctype, body) = text_of(json_errors(ok).await).await;
+        assert_eq!(
+            (status, ctype.as_str(), body.as_str()),
+            (StatusCode::OK, "text/plain; charset=utf-8", "# metrics")
+        );
+        let api = ApiError::new(StatusCode::NOT_FOUND, "no board named \"x\"").into_response();
+        let (status, _, body) = text_of(json_errors(api).await).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::NOT_FOUND, r#"{"error":"no board named \"x\""}"#)
+        );
     }
 }

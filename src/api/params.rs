@@ -10,14 +10,32 @@
 //! parameter the route does not take (a typo like `limt=5` is reported, not
 //! ignored), and an unknown value of an enumerated parameter.
 //!
+//! The ids of a `POST .../members` body are read here too ([`body_ids`]):
+//! up to [`MAX_BODY_IDS`] strings, straight from the JSON text, refusing
+//! at the first item that is not a string and at the first one past the
+//! cap, without building the rest of the body.
+//!
 //! Adding a parameter is a field in [`Params`], its name in [`KNOWN`] and in
 //! the routes that take it, and one arm in [`Params::set`]; an enumerated one
 //! (`rank=ordinal|competition|dense`, docs/http-api.md) implements [`Choice`] and
 //! its arm is `p.rank = Some(choice(name, raw)?)`.
 
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
 use crate::reader::{
     self, BadParam, MAX_LIMIT, MAX_OFFSET, MAX_RADIUS, RankStyle, ScopeUnion, out_of_range,
 };
+
+/// Largest request body (docs/http-api.md): a `POST .../members` of 1000
+/// ids of up to ~60 bytes each. A larger body is a 413.
+pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Most ids one members read takes: the reader's own bound
+/// (`reader::query::MAX_IDS`, which it checks again), applied while the
+/// body is read.
+pub(crate) const MAX_BODY_IDS: usize = 1000;
 
 /// Every parameter any read route takes, for telling "unknown" from "not
 /// taken by this route" in errors.
@@ -215,6 +233,201 @@ pub(crate) fn choice<T: Choice>(name: &str, raw: &str) -> Result<T, BadParam> {
         })
 }
 
+/// The ids of a `POST .../members` body: a JSON list of 1 to
+/// [`MAX_BODY_IDS`] strings. Anything else is a 400 naming `ids`, as a bad
+/// `ids=` would be; an item that is not a string, or one past the cap,
+/// ends the reading there.
+pub(crate) fn body_ids(body: &[u8]) -> Result<Vec<String>, BadParam> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(BadParam::new(
+            "ids",
+            "ids: the body is empty; send a JSON list of member ids",
+        ));
+    }
+    let mut refused = None;
+    let mut json = serde_json::Deserializer::from_slice(body);
+    let read = IdList {
+        refused: &mut refused,
+    }
+    .deserialize(&mut json)
+    .and_then(|ids| json.end().map(|()| ids));
+    match (read, refused) {
+        (_, Some(why)) => Err(BadParam::new("ids", why)),
+        (Err(e), None) => Err(BadParam::new(
+            "ids",
+            format!("ids: the body is not JSON: {e}"),
+        )),
+        (Ok(ids), None) if ids.is_empty() => {
+            Err(BadParam::new("ids", "ids must name at least one member"))
+        }
+        (Ok(ids), None) => Ok(ids),
+    }
+}
+
+/// The whole body: a list, read item by item. Why a body is refused is
+/// kept in `refused` (serde's error would add a position to it).
+struct IdList<'r> {
+    refused: &'r mut Option<String>,
+}
+
+impl IdList<'_> {
+    fn refuse<T, E: de::Error>(self, what: &str) -> Result<T, E> {
+        *self.refused = Some(format!(
+            "ids: the body must be a JSON list of member ids, not {what}"
+        ));
+        Err(E::custom("refused"))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for IdList<'_> {
+    type Value = Vec<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<String>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for IdList<'_> {
+    type Value = Vec<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON list of member ids")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+        let mut ids = Vec::new();
+        loop {
+            if ids.len() == MAX_BODY_IDS {
+                // Only whether another item follows is read, not the item.
+                return match seq.next_element_seed(OverCap(self.refused))? {
+                    None => Ok(ids),
+                    Some(()) => Err(de::Error::custom("over the cap")),
+                };
+            }
+            let item = Item {
+                index: ids.len(),
+                refused: &mut *self.refused,
+            };
+            match seq.next_element_seed(item)? {
+                Some(id) => ids.push(id),
+                None => return Ok(ids),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<Vec<String>, A::Error> {
+        self.refuse("an object")
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Vec<String>, E> {
+        self.refuse("a string")
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Vec<String>, E> {
+        self.refuse("a number")
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Vec<String>, E> {
+        self.refuse("a number")
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Vec<String>, E> {
+        self.refuse("a number")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Vec<String>, E> {
+        self.refuse("a boolean")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Vec<String>, E> {
+        self.refuse("null")
+    }
+}
+
+/// One item of the list: a string, or the body is refused naming its
+/// index and what it is (a nested list or object is not read).
+struct Item<'r> {
+    index: usize,
+    refused: &'r mut Option<String>,
+}
+
+impl Item<'_> {
+    fn refuse<T, E: de::Error>(self, what: &str) -> Result<T, E> {
+        *self.refused = Some(format!(
+            "ids: item {} is not a string but {what}",
+            self.index
+        ));
+        Err(E::custom("refused"))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Item<'_> {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Item<'_> {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a member id (a string)")
+    }
+
+    fn visit_str<E: de::Error>(self, id: &str) -> Result<String, E> {
+        Ok(id.to_string())
+    }
+
+    fn visit_string<E: de::Error>(self, id: String) -> Result<String, E> {
+        Ok(id)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<String, A::Error> {
+        self.refuse("a list")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<String, A::Error> {
+        self.refuse("an object")
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<String, E> {
+        self.refuse("a number")
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<String, E> {
+        self.refuse("a number")
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<String, E> {
+        self.refuse("a number")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<String, E> {
+        self.refuse("a boolean")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<String, E> {
+        self.refuse("null")
+    }
+}
+
+/// Stands for an item past [`MAX_BODY_IDS`]: called only when one follows,
+/// it refuses the body without reading it.
+struct OverCap<'r>(&'r mut Option<String>);
+
+impl<'de> DeserializeSeed<'de> for OverCap<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, _: D) -> Result<(), D::Error> {
+        *self.0 = Some(format!(
+            "ids takes at most {MAX_BODY_IDS} members; the body lists more"
+        ));
+        Err(de::Error::custom("over the cap"))
+    }
+}
+
 /// The reader's query for `board` and `view` with the scope and period of
 /// `p` (the counts and the rank style are the route's to take first).
 pub(super) fn query(board: String, view: String, p: Params) -> reader::Query {
@@ -339,6 +552,91 @@ mod tests {
         assert_eq!(err(&[("ids", "a")], Route::MembersPost).param, "ids");
         assert_eq!(err(&[("ids", "a")], Route::Top).param, "ids");
         assert_eq!(err(&[("rank", "dense")], Route::Periods).param, "rank");
+    }
+
+    fn body_error(body: &str) -> String {
+        match body_ids(body.as_bytes()) {
+            Err(e) => {
+                assert_eq!(e.param, "ids", "{body}");
+                e.message
+            }
+            Ok(ids) => panic!("{body} was accepted as {ids:?}"),
+        }
+    }
+
+    #[test]
+    fn a_body_of_ids_is_a_json_list_of_strings() {
+        assert_eq!(
+            body_ids(br#" ["a", "b,c", "a", "\u00e9"] "#).map_err(|e| e.message),
+            Ok(vec!["a".into(), "b,c".into(), "a".into(), "\u{e9}".into()])
+        );
+        for (body, says) in [
+            ("", "ids: the body is empty; send a JSON list of member ids"),
+            ("[]", "ids must name at least one member"),
+            (
+                r#"{"ids": ["a"]}"#,
+                "ids: the body must be a JSON list of member ids, not an object",
+            ),
+            (
+                r#""a""#,
+                "ids: the body must be a JSON list of member ids, not a string",
+            ),
+            (
+                "7",
+                "ids: the body must be a JSON list of member ids, not a number",
+            ),
+            (
+                "null",
+                "ids: the body must be a JSON list of member ids, not null",
+            ),
+            (r#"["a", 1]"#, "ids: item 1 is not a string but a number"),
+            (
+                r#"["a", "b", ["c"]]"#,
+                "ids: item 2 is not a string but a list",
+            ),
+            (r#"[{"a": 1}]"#, "ids: item 0 is not a string but an object"),
+            ("[true]", "ids: item 0 is not a string but a boolean"),
+            ("[null]", "ids: item 0 is not a string but null"),
+        ] {
+            assert_eq!(body_error(body), says, "{body}");
+        }
+        for bad in [r#"["a","#, r#"["a"] x"#, "[\"a\" \"b\"]", "nope"] {
+            assert!(
+                body_error(bad).starts_with("ids: the body is not JSON: "),
+                "{bad}: {}",
+                body_error(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn a_body_of_ids_stops_at_the_cap_and_at_the_first_non_string() {
+        let ids = |n: usize| {
+            let list: Vec<String> = (0..n).map(|i| format!("u{i}")).collect();
+            serde_json::to_string(&list).unwrap_or_default()
+        };
+        assert_eq!(body_ids(ids(1000).as_bytes()).map(|v| v.len()), Ok(1000));
+        let over = "ids takes at most 1000 members; the body lists more";
+        assert_eq!(body_error(&ids(1001)), over);
+        // What follows the cap is not read: not even whether it is JSON.
+        let cut = format!("{},{{{{{{", ids(1000).trim_end_matches(']'));
+        assert_eq!(body_error(&cut), over);
+        // Nor what follows the first item that is not a string.
+        let nested = format!("[{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert_eq!(
+            body_error(&nested),
+            "ids: item 0 is not a string but a list"
+        );
+        let numbers = format!("[{}1]", "1,".repeat(30_000));
+        assert_eq!(
+            body_error(&numbers),
+            "ids: item 0 is not a string but a number"
+        );
+        let late = format!("[\"a\",2,{}", "x".repeat(50_000));
+        assert_eq!(
+            body_error(&late),
+            "ids: item 1 is not a string but a number"
+        );
     }
 
     #[derive(Debug, Clone, Copy, PartialEq)]

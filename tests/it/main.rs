@@ -7,6 +7,7 @@
 
 mod common;
 
+mod api_errors;
 mod apply_model;
 mod archive_copy;
 mod archive_reads;
