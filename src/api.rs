@@ -32,6 +32,9 @@
 //! JSON shape on its way out ([`error::json_errors`]). A body is at most
 //! [`MAX_BODY_BYTES`] (64 KiB; a 413 beyond).
 //!
+//! Errors from Redis or the archive say what is wrong in a sentence, never
+//! the driver's text or a server's address: those go to the log.
+//!
 //! `rankflow run` serves the router with [`listen::serve`]: its own accept
 //! loop, with a cap on connections, a time limit on request heads (and on
 //! idle keep-alive connections), and a shutdown that does not wait for

@@ -3,6 +3,9 @@
 //! parameter is at fault (docs/http-api.md); how each [`ReadError`] maps to a
 //! status; and `Retry-After` on a 503.
 //!
+//! The body is for an anonymous client: it says what is wrong in a
+//! sentence. A failure of Redis or the archive is described, not quoted:
+//! the driver's text and the server's address go to the log only.
 //! [`json_errors`] gives an error the framework answered in plain text (a
 //! body over the limit, an extractor's rejection) the same JSON shape.
 
@@ -56,29 +59,41 @@ impl From<BadParam> for ApiError {
 
 impl From<ReadError> for ApiError {
     fn from(e: ReadError) -> ApiError {
-        let status = match e {
+        let (status, says) = match e {
             ReadError::BadRequest(bad) => return bad.into(),
             ReadError::UnknownBoard(_)
             | ReadError::UnknownView { .. }
             | ReadError::MemberNotFound { .. }
-            | ReadError::NoEvents { .. } => StatusCode::NOT_FOUND,
-            ReadError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+            | ReadError::NoEvents { .. } => (StatusCode::NOT_FOUND, e.to_string()),
+            ReadError::NotReady => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
             ReadError::Store(ref store) => {
                 tracing::warn!(error = %store, "A board read failed in Redis; answering 503.");
-                StatusCode::SERVICE_UNAVAILABLE
+                (StatusCode::SERVICE_UNAVAILABLE, REDIS_FAILED.to_string())
             }
             ReadError::Archive(ref archive) if archive.is_retriable() => {
                 tracing::warn!(error = %archive, "A read of an archived period failed; answering 503.");
-                StatusCode::SERVICE_UNAVAILABLE
+                (StatusCode::SERVICE_UNAVAILABLE, ARCHIVE_FAILED.to_string())
             }
             ReadError::Archive(ref archive) => {
                 tracing::error!(error = %archive, "The archive refused a read; answering 500.");
-                StatusCode::INTERNAL_SERVER_ERROR
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    ARCHIVE_REFUSED.to_string(),
+                )
             }
         };
-        ApiError::new(status, e.to_string())
+        ApiError::new(status, says)
     }
 }
+
+/// The 503 of a read Redis failed (the log has Redis's error).
+const REDIS_FAILED: &str = "Redis did not answer this read; try again shortly";
+/// The 503 of a read of an archived period PostgreSQL failed.
+const ARCHIVE_FAILED: &str =
+    "the archive did not answer this read of a past period; try again shortly";
+/// The 500 of a read the archive refused: retrying will not help.
+const ARCHIVE_REFUSED: &str =
+    "the archive refused this read of a past period; the server's log says why";
 
 /// The sentence for an error the framework answered itself, from its
 /// status and its plain-text message.
@@ -203,5 +218,14 @@ mod tests {
             (status, body.as_str()),
             (StatusCode::NOT_FOUND, r#"{"error":"no board named \"x\""}"#)
         );
+    }
+
+    #[test]
+    fn a_failed_read_is_described_not_quoted() {
+        let e = ApiError::from(ReadError::Store(crate::sink::store::StoreError::Config(
+            "redis://10.0.0.7:6379: Connection refused (os error 111)".into(),
+        )));
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.body.error, REDIS_FAILED);
     }
 }

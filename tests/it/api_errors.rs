@@ -7,10 +7,13 @@
 //!   route does not take: each the API's JSON error with a sentence;
 //! - `POST .../members` reads at most 1000 ids (1000 → 200, 1001 → 400
 //!   naming the cap), and a body of 64 KiB of non-strings or of nesting is
-//!   refused at its first item, at once.
+//!   refused at its first item, at once;
+//! - `/healthz` with Redis and Kafka down, and a read while Redis is down,
+//!   say what is wrong in a sentence without an address, a port or the
+//!   driver's error, which the log has.
 //!
 //! The body checks run the API in-process over a real redis-server
-//! (`Direct`, as in `http.rs`).
+//! (`Direct`, as in `http.rs`); the health checks run `rankflow run`.
 
 use crate::common;
 
@@ -278,4 +281,131 @@ async fn a_members_post_reads_at_most_1000_ids_and_stops_at_the_first_bad_item()
         "verified: 1000 ids 200, 1001 ids 400 naming the cap; refused at once: {}",
         timings.join(", ")
     );
+}
+
+/// Texts an anonymous client must not see: the servers' addresses and
+/// ports, and what the drivers say.
+fn leaks(text: &str, ports: &[u16]) -> Vec<String> {
+    let mut found: Vec<String> = [
+        "127.0.0.1",
+        "redis://",
+        "refused",
+        "os error",
+        "transport",
+        "broken pipe",
+    ]
+    .iter()
+    .filter(|t| text.to_lowercase().contains(&t.to_lowercase()))
+    .map(|t| t.to_string())
+    .collect();
+    found.extend(
+        ports
+            .iter()
+            .filter(|p| text.contains(&p.to_string()))
+            .map(|p| format!("port {p}")),
+    );
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_says_what_is_down_without_addresses_or_driver_errors() {
+    let (redis_port, kafka_port) = (free_port(), free_port());
+    let setup = Setup {
+        brokers: format!("127.0.0.1:{kafka_port}"),
+        redis_url: format!("\"redis://127.0.0.1:{redis_port}\""),
+        topic: unique("events"),
+        group: unique("group"),
+        prefix: unique("rf"),
+        timezone: "UTC".into(),
+        batch: (500, 20),
+        extra: String::new(),
+        boards: BOARDS.to_string(),
+        dlq: None,
+        client: Vec::new(),
+    };
+    let p = Process::start(&setup);
+    let body = wait_for(
+        Duration::from_secs(30),
+        "/healthz naming both down",
+        || async {
+            let text = get_text(&p.url("/healthz")).await?;
+            let body: Value = serde_json::from_str(&text).ok()?;
+            let log = p.log();
+            (body["redis"]["detail"] != "not connected yet"
+                && body["kafka"]["detail"] != "not connected yet"
+                && log.contains("Redis is not reachable yet")
+                && log.contains("Kafka is not reachable yet"))
+            .then_some(body)
+        },
+    )
+    .await;
+    let text = body.to_string();
+    assert_eq!(body["status"], "unavailable", "{text}");
+    let redis = body["redis"]["detail"].as_str().unwrap_or("");
+    let kafka = body["kafka"]["detail"].as_str().unwrap_or("");
+    assert!(redis.starts_with("Redis is not reachable"), "{text}");
+    assert!(kafka.starts_with("no Kafka broker is reachable"), "{text}");
+    let shown = leaks(&text, &[redis_port, kafka_port]);
+    assert!(shown.is_empty(), "/healthz shows {shown:?}: {text}");
+    let log = p.log();
+    assert!(
+        log.contains(&format!("redis://127.0.0.1:{redis_port}"))
+            && log.contains("Connection refused"),
+        "the log has Redis's detail:\n{log}"
+    );
+    assert!(
+        log.contains(&format!("127.0.0.1:{kafka_port}")),
+        "the log has Kafka's:\n{log}"
+    );
+    println!(
+        "verified: /healthz says {redis:?} and {kafka:?}; the log has the addresses and errors"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_while_redis_is_down_says_so_without_its_error() {
+    let broker = Broker::start();
+    let mut redis = Redis::start();
+    let setup = Setup::new(&broker, &redis, BOARDS);
+    broker.create_topic(&setup.topic, 1).await;
+    let p = Process::start(&setup);
+    let top = p.url("/v1/boards/points/all/top");
+    wait_for(Duration::from_secs(60), "a read served", || async {
+        (status_of(&top).await == 200).then_some(())
+    })
+    .await;
+    redis.kill9();
+    let (status, body) = wait_for(Duration::from_secs(30), "a 5xx read", || async {
+        let (status, body) = get_json(&top).await;
+        (status >= 500).then_some((status, body))
+    })
+    .await;
+    assert_eq!(status, 503, "{body}");
+    let text = body.to_string();
+    let error = body["error"].as_str().unwrap_or("");
+    assert!(error.starts_with("Redis did not answer"), "{text}");
+    let port: u16 = redis
+        .url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let shown = leaks(&text, &[port]);
+    assert!(shown.is_empty(), "the 503 shows {shown:?}: {text}");
+    let log = wait_for(
+        Duration::from_secs(5),
+        "the read's failure logged",
+        || async {
+            let log = p.log();
+            log.lines()
+                .any(|l| l.contains("A board read failed in Redis") && l.contains("error="))
+                .then_some(log)
+        },
+    )
+    .await;
+    let line = log
+        .lines()
+        .find(|l| l.contains("A board read failed in Redis"))
+        .unwrap_or("");
+    println!("verified: a read with Redis down answers 503 {error:?}; the log says: {line}");
 }
