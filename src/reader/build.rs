@@ -49,20 +49,20 @@ pub(crate) const INLINE_MAX_TIE: u64 = 10_000;
 /// Renames a built union over the result key, in one step.
 const FINISH_LUA: &str = r#"
 -- KEYS: result, its time hash, freshness marker, built set, built times
--- ARGV: union_cache ms, grace ms, tie code
+-- ARGV: the result's time to live (union_cache) ms, the marker's ms, tie code
 redis.call("UNLINK", KEYS[1], KEYS[2])
-local ttl, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ttl, marker = tonumber(ARGV[1]), tonumber(ARGV[2])
 if redis.call("EXISTS", KEYS[4]) == 0 then
   redis.call("UNLINK", KEYS[5])
   return 0
 end
 redis.call("RENAME", KEYS[4], KEYS[1])
-redis.call("PEXPIRE", KEYS[1], ttl + grace)
+redis.call("PEXPIRE", KEYS[1], ttl)
 if ARGV[3] ~= "n" then
   redis.call("RENAME", KEYS[5], KEYS[2])
-  redis.call("PEXPIRE", KEYS[2], ttl + grace)
+  redis.call("PEXPIRE", KEYS[2], ttl)
 end
-redis.call("SET", KEYS[3], "1", "PX", ttl)
+redis.call("SET", KEYS[3], "1", "PX", marker)
 return redis.call("ZCARD", KEYS[1])
 "#;
 
@@ -110,7 +110,7 @@ pub(super) async fn build(
     store: &Store,
     plan: &UnionPlan,
     sources: &[String],
-    (ttl_ms, grace_ms): (i64, i64),
+    (ttl_ms, marker_ms): (i64, i64),
 ) -> Result<u64, ReadError> {
     let mut union = Acc::new();
     for source in sources {
@@ -129,7 +129,7 @@ pub(super) async fn build(
     ];
     let args = [
         ttl_ms.to_string(),
-        grace_ms.to_string(),
+        marker_ms.to_string(),
         plan.tie.to_string(),
     ];
     let made = FINISH.eval(store, &keys, &args).await?;

@@ -27,10 +27,19 @@ pub(crate) const UNION_LUA: &str = include_str!("union.lua");
 /// Default time to live of a union's result (`[http] union_cache`).
 pub(crate) const DEFAULT_UNION_CACHE_MS: i64 = 1_000;
 
-/// How much longer than `union_cache` a result outlives its freshness
-/// marker (at most its own TTL): time enough for a read that was told the
-/// result is fresh to read it.
+/// How much sooner than its result a union's freshness marker expires (a
+/// quarter of `union_cache` at most): time enough for a read that was told
+/// the result is fresh to read it. The result itself lives `union_cache`
+/// and no longer, so that no read leaves a key behind for longer.
 const MAX_GRACE_MS: i64 = 1_000;
+
+/// The lifetimes of a union's result and of its freshness marker, ms, for
+/// a `union_cache` of `ttl_ms` (at least 1): the result `ttl_ms`, the
+/// marker up to a quarter less, never under 1 ms.
+fn lifetimes(ttl_ms: i64) -> (i64, i64) {
+    let grace = (ttl_ms / 4).min(MAX_GRACE_MS);
+    (ttl_ms, (ttl_ms - grace).max(1))
+}
 
 /// One union's computation in this process: empty while it runs; then,
 /// if this call built the result key, until when the result is surely
@@ -119,6 +128,8 @@ impl Unions {
             .get_or_try_init(|| async {
                 let sent = Instant::now();
                 let built = self.compute(store, plan, trim).await?;
+                // The marker outlives half the TTL (it lives at least
+                // three quarters of it).
                 let half = Duration::from_millis(self.ttl_ms.unsigned_abs() / 2);
                 Ok::<_, ReadError>(built.then(|| sent + half))
             })
@@ -145,9 +156,9 @@ impl Unions {
         if fresh {
             return Ok(false);
         }
-        let grace = self.ttl_ms.min(MAX_GRACE_MS);
+        let (ttl_ms, marker_ms) = lifetimes(self.ttl_ms);
         if build::too_big_for_one_call(plan, entries, self.inline_max) {
-            let members = build::build(store, plan, &sources, (self.ttl_ms, grace)).await?;
+            let members = build::build(store, plan, &sources, (ttl_ms, marker_ms)).await?;
             tracing::debug!(
                 key = %plan.result,
                 sources = sources.len(),
@@ -162,8 +173,8 @@ impl Unions {
         let args = [
             plan.aggregate.to_string(),
             plan.tie.to_string(),
-            self.ttl_ms.to_string(),
-            grace.to_string(),
+            ttl_ms.to_string(),
+            marker_ms.to_string(),
         ];
         let reply = eval(store, &keys, &args).await?;
         let made: i64 = redis::from_redis_value(reply)
@@ -218,5 +229,21 @@ mod tests {
             n += 1;
         }
         assert!(n >= 6, "only {n} calls found");
+    }
+
+    #[test]
+    fn a_result_lives_union_cache_and_its_marker_a_little_less() {
+        // (union_cache, result, marker), by hand.
+        for (ttl, result, marker) in [
+            (1, 1, 1),
+            (3, 3, 3),
+            (4, 4, 3),
+            (400, 400, 300),
+            (1_000, 1_000, 750),
+            (4_000, 4_000, 3_000),
+            (60_000, 60_000, 59_000),
+        ] {
+            assert_eq!(lifetimes(ttl), (result, marker), "union_cache {ttl}");
+        }
     }
 }

@@ -10,18 +10,19 @@
 --          count as empty; at least one)
 -- ARGV[1]  aggregate: "sum" | "max" | "min"
 -- ARGV[2]  tie code: "n" (no tie key), "a" (key = time), "d" (key = 2^48-1-time)
--- ARGV[3]  how long the result is reused (union_cache), ms
--- ARGV[4]  grace, ms: the result outlives its marker by this much
+-- ARGV[3]  how long the result lives (union_cache), ms
+-- ARGV[4]  how long its freshness marker lives, ms (a little less)
 --
 -- Reply: 0 when the result was fresh (nothing was computed), else 1 + the
 -- number of members of the new result.
 --
--- The marker lives union_cache, the result union_cache + grace: a reader
--- told "fresh" just before the marker expires still finds the result when
--- it reads it a moment later, instead of an empty board.
+-- The result lives union_cache, no longer (a read leaves nothing behind
+-- for longer than that), and the marker a little less: a reader told
+-- "fresh" just before the marker expires still finds the result when it
+-- reads it a moment later, instead of an empty board.
 
 local dst, times, fresh = KEYS[1], KEYS[2], KEYS[3]
-local agg, tie, ttl, grace = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local agg, tie, ttl, marker = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 -- A fresh result is the answer: no second computation while it lasts.
 if redis.call("EXISTS", fresh) == 1 then return 0 end
@@ -30,9 +31,9 @@ redis.call("UNLINK", dst, times)
 
 local function keep(n)
   if n > 0 then
-    redis.call("PEXPIRE", dst, ttl + grace)
-    if tie ~= "n" then redis.call("PEXPIRE", times, ttl + grace) end
-    redis.call("SET", fresh, "1", "PX", ttl)
+    redis.call("PEXPIRE", dst, ttl)
+    if tie ~= "n" then redis.call("PEXPIRE", times, ttl) end
+    redis.call("SET", fresh, "1", "PX", marker)
   end
 end
 
