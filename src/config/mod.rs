@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::board::{BoardSet, BoardSpec, Globals};
 
+mod conninfo;
 mod env;
 mod error;
 pub(crate) mod redact;
@@ -288,9 +289,9 @@ impl ArchiveConfig {
         self.url.is_some()
     }
 
-    /// The URL with its password masked, for printing.
+    /// The URL with its password masked (in either form), for printing.
     pub(crate) fn url_redacted(&self) -> Option<String> {
-        self.url.as_deref().map(redact::url)
+        self.url.as_deref().map(redact::postgres)
     }
 }
 
@@ -569,6 +570,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(zero.contains("header_timeout"), "{zero}");
+    }
+
+    /// The configuration's `Debug` shows the archive URL's password in
+    /// neither form.
+    #[test]
+    fn debug_masks_the_archive_password_in_either_form() {
+        for (url, hidden) in [
+            ("postgres://rf:s3cret@db/rf?sslmode=require", "s3cret"),
+            (
+                "host=db user=rf password='s3 cret' sslmode=require",
+                "s3 cret",
+            ),
+        ] {
+            let c = load(MINIMAL, &[("RANKFLOW_ARCHIVE_URL", url)]).unwrap();
+            let shown = format!("{c:?}");
+            assert!(!shown.contains(hidden), "{shown}");
+            assert!(shown.contains("***"), "{shown}");
+        }
     }
 
     #[test]
