@@ -26,7 +26,7 @@ pub enum ArchiveError {
     /// A PostgreSQL call failed: without an SQL state the connection did
     /// (kind `postgres_io`, retried on a new connection), with one the
     /// server refused it (kind `postgres`: permissions, a broken schema).
-    #[error("PostgreSQL: {0}")]
+    #[error("PostgreSQL: {}", pg_error_text(.0))]
     Postgres(#[from] tokio_postgres::Error),
     /// Reading the standings to copy failed (e.g. Redis unreachable).
     #[error("reading the standings to archive: {0}")]
@@ -47,6 +47,26 @@ pub enum ArchiveError {
     /// The period-closed message could not be published.
     #[error("announcing on the closed topic: {0}")]
     Announce(String),
+}
+
+/// A driver error in one line, with its causes. tokio-postgres's own text
+/// names only the kind of failure ("db error", "error performing TLS
+/// handshake"); why it failed (the server's message, "certificate verify
+/// failed: hostname mismatch", "server does not support TLS") is in its
+/// sources, each added unless the text already holds it.
+pub(crate) fn pg_error_text(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !said.is_empty() && !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    // A server's message may add DETAIL and HINT lines.
+    text.replace('\n', " ")
 }
 
 /// Every label [`ArchiveError::kind`] gives, so the error series exist
@@ -89,5 +109,23 @@ impl ArchiveError {
             ArchiveError::Due { .. } => "due",
             ArchiveError::Announce(_) => "announce",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use super::*;
+
+    #[test]
+    fn a_driver_error_says_why_once() {
+        let e = tokio_postgres::Config::from_str("host=h port=x").unwrap_err();
+        assert_eq!(e.to_string(), "invalid connection string");
+        let shown = ArchiveError::from(e).to_string();
+        assert_eq!(
+            shown,
+            "PostgreSQL: invalid connection string: invalid value for option `port`"
+        );
     }
 }
