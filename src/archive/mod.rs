@@ -44,6 +44,11 @@ pub enum ArchiveError {
     /// again until the next one.
     #[error("PostgreSQL is unreachable: {0}")]
     Offline(String),
+    /// Migrating the archive schema kept running into its `lock_timeout`:
+    /// other sessions hold locks on rankflow's tables (the message names
+    /// them). Tried again on a later pass.
+    #[error("migrating the archive schema: {0}")]
+    MigrationLocked(String),
     /// The period-closed message could not be published.
     #[error("announcing on the closed topic: {0}")]
     Announce(String),
@@ -93,7 +98,10 @@ impl ArchiveError {
         match self {
             ArchiveError::Url(_) => false,
             ArchiveError::Postgres(e) => e.code().is_none(),
-            ArchiveError::Source(_) | ArchiveError::Announce(_) | ArchiveError::Offline(_) => true,
+            ArchiveError::Source(_)
+            | ArchiveError::Announce(_)
+            | ArchiveError::Offline(_)
+            | ArchiveError::MigrationLocked(_) => true,
             ArchiveError::Due { .. } => false,
         }
     }
@@ -104,7 +112,7 @@ impl ArchiveError {
             ArchiveError::Url(_) => "config",
             ArchiveError::Postgres(e) if e.code().is_none() => "postgres_io",
             ArchiveError::Offline(_) => "postgres_io",
-            ArchiveError::Postgres(_) => "postgres",
+            ArchiveError::Postgres(_) | ArchiveError::MigrationLocked(_) => "postgres",
             ArchiveError::Source(_) => "source",
             ArchiveError::Due { .. } => "due",
             ArchiveError::Announce(_) => "announce",
