@@ -17,6 +17,7 @@ use tokio::sync::{Notify, watch};
 use crate::api::{self, ApiState};
 use crate::archive::ArchiveError;
 use crate::archive::announce::{self, Announcer};
+use crate::archive::connect::Target;
 use crate::archive::read::ArchiveReader;
 use crate::archive::runner::Archiver;
 use crate::board::BoardSet;
@@ -73,7 +74,8 @@ pub enum AppError {
     /// Redis could not be reached (`rankflow archive` does not wait for it).
     #[error("cannot connect to Redis: {0}")]
     RedisDown(StoreError),
-    /// `archive.url` cannot be used (the message names it).
+    /// `archive.url` or `archive.ca_file` cannot be used (the message
+    /// names which).
     #[error("setting {0}")]
     Archive(#[from] ArchiveError),
 }
@@ -119,13 +121,13 @@ pub(crate) fn preflight(config: &Config) -> Result<BoardSet, AppError> {
     Ok(boards)
 }
 
-/// The archive's settings that can be checked offline: the URL parses, and
+/// The archive's settings that can be checked offline: the URL parses, its
+/// `sslmode` is known and its CA file (`archive.ca_file`) can be read, and
 /// librdkafka accepts the period-closed producer's properties.
 fn check_archive(config: &Config) -> Result<(), AppError> {
-    let Some(url) = &config.archive.url else {
+    if Target::from_config(&config.archive)?.is_none() {
         return Ok(());
-    };
-    crate::archive::copy::parse_url(url)?;
+    }
     if config.archive.closed_topic.is_some() {
         announce::properties(&config.kafka)?.check()?;
     }
@@ -220,10 +222,7 @@ pub async fn run(
     // Fail on anything permanent before waiting for any server.
     let boards = Arc::new(preflight(&config)?);
     // Reads of archived periods; an unusable URL ends the start-up (exit 2).
-    let archive = (config.archive.url.as_deref())
-        .map(ArchiveReader::new)
-        .transpose()
-        .map_err(|e| ConfigError::invalid("[archive]", e.to_string()))?;
+    let archive = Target::from_config(&config.archive)?.map(ArchiveReader::with_target);
     let parts = Parts {
         dead_letters: DeadLetters::new(&config.kafka)?,
         decoder: Arc::new(Decoder::new(config.kafka.max_event_bytes.get())?),

@@ -11,14 +11,13 @@
 //! transaction back. A period already complete is not copied again unless
 //! asked to ([`Copy::replace`]).
 
-use std::str::FromStr;
-
 use futures::{Stream, StreamExt};
+use tokio_postgres::Client;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, NoTls};
 
 use super::ArchiveError;
+use super::connect::Target;
 use super::numeric::Numeric;
 use super::schema::LOCK_CLASS;
 
@@ -157,29 +156,35 @@ impl Ranks {
 }
 
 impl Archive {
-    /// Parses `url` (a permanent fault if it cannot be parsed) and connects.
+    /// Reads `url` (a permanent fault if it cannot be used; its `sslmode`
+    /// and `sslrootcert` apply) and connects: [`Archive::connect_to`].
+    pub async fn connect(url: &str) -> Result<Archive, ArchiveError> {
+        Archive::connect_to(&Target::new(url, None)?).await
+    }
+
+    /// Connects to `target`, with its TLS.
     ///
     /// TCP keepalives are set on both ends, so a lost host is noticed
     /// within about 30 s: by this client (an archiver waiting on a dead
     /// server fails instead of hanging) and by the server (its
     /// `tcp_keepalives_*` for this session), which then ends the session
     /// and releases the period lock the lost archiver held.
-    pub async fn connect(url: &str) -> Result<Archive, ArchiveError> {
-        let mut config = parse_url(url)?;
+    pub async fn connect_to(target: &Target) -> Result<Archive, ArchiveError> {
+        let mut target = target.clone();
+        let config = target.config_mut();
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
+        }
+        // Named in pg_stat_activity (and in a migration's lock report).
+        if config.get_application_name().is_none() {
+            config.application_name("rankflow-archiver");
         }
         config
             .keepalives(true)
             .keepalives_idle(std::time::Duration::from_secs(10))
             .keepalives_interval(std::time::Duration::from_secs(5))
             .keepalives_retries(4);
-        let (client, connection) = config.connect(NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "The archive's PostgreSQL connection closed.");
-            }
-        });
+        let client = target.connect("archiver").await?;
         client
             .batch_execute(
                 "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; \
@@ -187,6 +192,19 @@ impl Archive {
             )
             .await?;
         Ok(Archive { client })
+    }
+
+    /// Whether this connection is encrypted (`pg_stat_ssl`): what
+    /// `sslmode=prefer` ended up with.
+    pub async fn uses_tls(&mut self) -> Result<bool, ArchiveError> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)",
+                &[],
+            )
+            .await?;
+        Ok(row.try_get(0)?)
     }
 
     /// Whether the connection is gone (the server closed it or the host is
@@ -332,11 +350,6 @@ where
         }
     }
     Ok(writer.finish().await?)
-}
-
-/// Parses a `postgres://` URL (or a `key=value` connection string).
-pub(crate) fn parse_url(url: &str) -> Result<tokio_postgres::Config, ArchiveError> {
-    tokio_postgres::Config::from_str(url).map_err(|e| ArchiveError::Url(e.to_string()))
 }
 
 #[cfg(test)]

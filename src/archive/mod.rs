@@ -1,5 +1,6 @@
 //! History (docs/history.md): closed periods kept in PostgreSQL. This module owns
-//! the PostgreSQL side: the schema and its migrations ([`schema`]), exact
+//! the PostgreSQL side: how every connection is made, TLS included
+//! ([`connect`]), the schema and its migrations ([`schema`]), exact
 //! scores ([`numeric`]) and the copy of one period's standings
 //! ([`copy`]): written in one transaction together with the row that marks
 //! the copy complete, under a per-period advisory lock, so a copy is either
@@ -9,6 +10,7 @@
 //! ([`announce`]) and the tick loop with its step machine ([`runner`]).
 
 pub(crate) mod announce;
+pub mod connect;
 pub mod copy;
 pub mod due;
 pub mod numeric;
@@ -23,6 +25,10 @@ pub enum ArchiveError {
     /// `archive.url` cannot be used: a permanent configuration fault.
     #[error("archive.url: {0}")]
     Url(String),
+    /// `archive.ca_file` cannot be used (unreadable, no certificate, or
+    /// given where TLS is off): a permanent configuration fault.
+    #[error("archive.ca_file: {0}")]
+    CaFile(String),
     /// A PostgreSQL call failed: without an SQL state the connection did
     /// (kind `postgres_io`, retried on a new connection), with one the
     /// server refused it (kind `postgres`: permissions, a broken schema).
@@ -96,7 +102,7 @@ impl ArchiveError {
     /// (permissions, a broken schema): retried too, but reported as such.
     pub fn is_retriable(&self) -> bool {
         match self {
-            ArchiveError::Url(_) => false,
+            ArchiveError::Url(_) | ArchiveError::CaFile(_) => false,
             ArchiveError::Postgres(e) => e.code().is_none(),
             ArchiveError::Source(_)
             | ArchiveError::Announce(_)
@@ -109,7 +115,7 @@ impl ArchiveError {
     /// Bounded label for `rankflow_archive_errors_total{kind}`.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
-            ArchiveError::Url(_) => "config",
+            ArchiveError::Url(_) | ArchiveError::CaFile(_) => "config",
             ArchiveError::Postgres(e) if e.code().is_none() => "postgres_io",
             ArchiveError::Offline(_) => "postgres_io",
             ArchiveError::Postgres(_) | ArchiveError::MigrationLocked(_) => "postgres",

@@ -25,15 +25,16 @@
 //! Row types are this module's own: `archive` must not depend on the
 //! reader or the API, which depend on it.
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls, Row, Statement};
+use tokio_postgres::{Client, Row, Statement};
 
+use super::ArchiveError;
+use super::connect::Target;
 use super::copy::PeriodKey;
 use crate::board::composite::FieldValues;
 
@@ -321,25 +322,37 @@ struct Slot {
 /// share one connection, on which PostgreSQL pipelines their reads).
 #[derive(Clone)]
 pub struct ArchiveReader {
-    config: Arc<tokio_postgres::Config>,
+    target: Arc<Target>,
     slot: Arc<Mutex<Slot>>,
 }
 
 impl ArchiveReader {
-    /// Parses `url` (a permanent fault if it cannot be parsed); connects
-    /// on the first read.
+    /// Reads `url` (a permanent fault if it cannot be used; its `sslmode`
+    /// and `sslrootcert` apply); connects on the first read.
     pub fn new(url: &str) -> Result<ArchiveReader, ArchiveReadError> {
-        let mut config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| ArchiveReadError::Url(e.to_string()))?;
+        match Target::new(url, None) {
+            Ok(target) => Ok(ArchiveReader::with_target(target)),
+            Err(ArchiveError::Url(m)) => Err(ArchiveReadError::Url(m)),
+            Err(e) => Err(ArchiveReadError::Url(e.to_string())),
+        }
+    }
+
+    /// Reads through `target` (`[archive] url` and `ca_file`, with their
+    /// TLS); connects on the first read.
+    pub fn with_target(mut target: Target) -> ArchiveReader {
+        let config = target.config_mut();
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
         // A host that vanishes without closing the socket is noticed.
         config.keepalives(true);
-        Ok(ArchiveReader {
-            config: Arc::new(config),
+        if config.get_application_name().is_none() {
+            config.application_name("rankflow-reads");
+        }
+        ArchiveReader {
+            target: Arc::new(target),
             slot: Arc::new(Mutex::new(Slot::default())),
-        })
+        }
     }
 
     /// The current connection, or a new one.
@@ -377,12 +390,7 @@ impl ArchiveReader {
     }
 
     async fn connect(&self) -> Result<Connection, tokio_postgres::Error> {
-        let (client, connection) = self.config.connect(NoTls).await?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "The archive's read connection ended.");
-            }
-        });
+        let client = self.target.connect("reads").await?;
         // Reads only: a bug can never write through this connection.
         client
             .batch_execute(&format!(

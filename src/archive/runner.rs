@@ -29,6 +29,7 @@ use crate::telemetry::events::{ArchiveBacklog, ArchiveFailed, PeriodArchived};
 
 use super::ArchiveError;
 use super::announce::{Announced, Announcer};
+use super::connect::Target;
 use super::copy::{Archive, Copied, Copy};
 use super::due::{self, DueItem, DuePeriod};
 use super::schema;
@@ -82,6 +83,9 @@ pub struct Archiver {
     clock: SharedClock,
     /// Connected and migrated; `None` until then and after a lost connection.
     archive: Option<Archive>,
+    /// How to connect (`[archive] url` and `ca_file`, read at the first
+    /// connection and kept).
+    target: Option<Target>,
     /// Why connecting failed in this pass: the other periods of the pass
     /// fail at once with it instead of each waiting for a connect timeout.
     offline: Option<String>,
@@ -106,6 +110,7 @@ impl Archiver {
             announcer,
             clock,
             archive: None,
+            target: None,
             offline: None,
         }
     }
@@ -123,25 +128,31 @@ impl Archiver {
         if let Some(why) = &self.offline {
             return Err(ArchiveError::Offline(why.clone()));
         }
-        let url = self
-            .config
-            .url
-            .as_deref()
-            .ok_or_else(|| ArchiveError::Url("not set".into()))?;
+        let target = match self.target.take() {
+            Some(t) => t,
+            None => Target::from_config(&self.config)?
+                .ok_or_else(|| ArchiveError::Url("not set".into()))?,
+        };
         let connected = async {
-            let mut archive = Archive::connect(url).await?;
+            let mut archive = Archive::connect_to(&target).await?;
             schema::migrate(archive.client()).await?;
             Ok::<_, ArchiveError>(archive)
         };
-        let archive = match connected.await {
+        let result = connected.await;
+        let sslmode = target.ssl_mode().name();
+        self.target = Some(target);
+        let mut archive = match result {
             Ok(a) => a,
             Err(e) => {
                 self.offline = Some(e.to_string());
                 return Err(e);
             }
         };
+        let tls = archive.uses_tls().await.ok();
         tracing::info!(
             url = %self.config.url_redacted().unwrap_or_default(),
+            sslmode,
+            tls,
             version = schema::latest(),
             "Connected to the archive database; its schema is current."
         );

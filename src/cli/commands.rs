@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 
+use crate::archive::connect::Target;
 use crate::archive::read::ArchiveReader;
 use crate::clock::SharedClock;
 use crate::config::Config;
@@ -144,10 +145,9 @@ async fn top(
         }
         Err(e) => return Err(CommandError::failed("cannot connect to Redis", e)),
     };
-    let archive = match cfg.archive.url.as_deref().map(ArchiveReader::new) {
-        Some(Err(e)) => return Err(CommandError::fault(path, e)),
-        found => found.and_then(Result::ok),
-    };
+    let archive = Target::from_config(&cfg.archive)
+        .map_err(|e| CommandError::fault(path, e))?
+        .map(ArchiveReader::with_target);
     let reader = Reader::new(Arc::new(boards), store, clock.clone(), archive)
         .with_unions(Unions::new(cfg.http.union_cache.ms()));
     let given: Vec<&str> = args.scope.iter().map(String::as_str).collect();

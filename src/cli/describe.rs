@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use crate::archive::connect::Target;
 use crate::board::BoardSet;
 use crate::board::duration::Span;
 use crate::board::keys;
@@ -46,6 +47,10 @@ pub(crate) fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
             Span::Fixed { ms: a.grace.ms() },
             a.closed_topic.as_deref().unwrap_or("(none)")
         );
+        // Read already by the checks before this: an error cannot come.
+        if let Ok(Some(target)) = Target::from_config(a) {
+            let _ = writeln!(out, "  {}", target.tls_summary());
+        }
     }
     for note in config.notes() {
         let _ = writeln!(out, "note: {note}");

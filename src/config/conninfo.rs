@@ -3,7 +3,9 @@
 //! (`postgres://user:password@host:port/db?key=value&...`) and
 //! keyword/value pairs (`host=db password='a b' sslmode=require`). Each
 //! parameter comes with its place in the text, so that [`super::redact`]
-//! masks a password exactly where the driver would find one.
+//! masks a password exactly where the driver would find one, and the
+//! archive's connector takes out the TLS parameters the driver does not
+//! know (`sslmode=verify-full`, `sslrootcert`) before it parses the rest.
 
 use std::ops::Range;
 
@@ -106,6 +108,55 @@ fn kv_value(s: &str, mut i: usize) -> Result<(String, usize), &'static str> {
     }
 }
 
+/// The places of a URL's parts, as tokio-postgres splits it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UrlParts {
+    /// `user:password` before the first `@`, if there is an `@`.
+    pub(crate) userinfo: Option<Range<usize>>,
+    /// The `?` that starts the parameters, if any.
+    pub(crate) query: Option<usize>,
+    /// The parameters after it, in order.
+    pub(crate) params: Vec<Param>,
+}
+
+/// Splits a `postgres://` URL: the user information runs to the first `@`
+/// (wherever it is), the parameters start at the first `?` after it, and
+/// each `key=value` ends at the next `&`.
+pub(crate) fn url(s: &str) -> Result<UrlParts, Broken> {
+    let body = url_body_at(s).ok_or(Broken {
+        at: 0,
+        reason: "not a postgres:// URL",
+    })?;
+    let userinfo = s[body..].find('@').map(|at| body..body + at);
+    let after = userinfo.as_ref().map_or(body, |r| r.end + 1);
+    let query = s[after..].find('?').map(|q| after + q);
+    let mut params = Vec::new();
+    if let Some(q) = query {
+        let mut i = q + 1;
+        while i < s.len() {
+            let broken = |reason| Broken { at: i, reason };
+            let eq = s[i..]
+                .find('=')
+                .map(|e| i + e)
+                .ok_or(broken("a parameter without `=`"))?;
+            let end = s[eq + 1..].find('&').map_or(s.len(), |e| eq + 1 + e);
+            params.push(Param {
+                key: percent_decode(&s[i..eq]).ok_or(broken("a parameter that is not UTF-8"))?,
+                value: percent_decode(&s[eq + 1..end])
+                    .ok_or(broken("a parameter that is not UTF-8"))?,
+                pair: i..end,
+                value_at: eq + 1..end,
+            });
+            i = end + 1;
+        }
+    }
+    Ok(UrlParts {
+        userinfo,
+        query,
+        params,
+    })
+}
+
 /// `%XX` decoded (an incomplete escape is kept as written, as the driver
 /// does); `None` if the result is not UTF-8.
 pub(crate) fn percent_decode(s: &str) -> Option<String> {
@@ -126,6 +177,29 @@ pub(crate) fn percent_decode(s: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+/// `s` without the parameters named in `keys`, and those parameters (in
+/// order; a later one overrides an earlier one, as in the driver), for
+/// either form. The rest is left exactly as written.
+pub(crate) fn without(s: &str, keys: &[&str]) -> Result<(String, Vec<Param>), Broken> {
+    let (params, head, sep) = if is_url(s) {
+        let parts = url(s)?;
+        let head = parts.query.map_or(s, |q| &s[..q]);
+        (parts.params, head, "&")
+    } else {
+        (key_value(s)?, "", " ")
+    };
+    let (taken, kept): (Vec<Param>, Vec<Param>) = params
+        .into_iter()
+        .partition(|p| keys.contains(&p.key.as_str()));
+    let kept: Vec<&str> = kept.iter().map(|p| &s[p.pair.clone()]).collect();
+    let rest = match (is_url(s), kept.is_empty()) {
+        (true, true) => head.to_string(),
+        (true, false) => format!("{head}?{}", kept.join(sep)),
+        (false, _) => kept.join(sep),
+    };
+    Ok((rest, taken))
 }
 
 #[cfg(test)]
@@ -169,5 +243,47 @@ mod tests {
         assert_eq!(key_value("host=h pass word").unwrap_err().at, 7);
         assert_eq!(key_value("host=").unwrap_err().at, 0);
         assert_eq!(key_value("  ").unwrap(), []);
+    }
+
+    #[test]
+    fn urls_are_split_like_the_driver_splits_them() {
+        let s = "postgres://u:p%40ss@h:1,g:2/db?sslmode=require&application_name=a%20b";
+        let parts = url(s).unwrap();
+        assert_eq!(&s[parts.userinfo.clone().unwrap()], "u:p%40ss");
+        assert_eq!(
+            pairs(&parts.params),
+            [("sslmode", "require"), ("application_name", "a b")]
+        );
+        // A `?` in the user information is not the start of the parameters.
+        let s = "postgresql://u:a?b@h/db";
+        assert_eq!(url(s).unwrap().query, None);
+        assert!(url("postgres://h/db?sslmode").is_err());
+    }
+
+    #[test]
+    fn without_takes_out_the_named_parameters_only() {
+        let tls = ["sslmode", "sslrootcert"];
+        let (rest, taken) = without(
+            "postgres://u@h/db?sslmode=verify-full&connect_timeout=3&sslrootcert=%2Fca.pem",
+            &tls,
+        )
+        .unwrap();
+        assert_eq!(rest, "postgres://u@h/db?connect_timeout=3");
+        assert_eq!(
+            pairs(&taken),
+            [("sslmode", "verify-full"), ("sslrootcert", "/ca.pem")]
+        );
+        let (rest, _) = without("postgres://h/db?sslmode=disable", &tls).unwrap();
+        assert_eq!(rest, "postgres://h/db");
+        let (rest, taken) = without(
+            "host=h sslmode = 'verify-ca' password='x y' sslrootcert=/c",
+            &tls,
+        )
+        .unwrap();
+        assert_eq!(rest, "host=h password='x y'");
+        assert_eq!(
+            pairs(&taken),
+            [("sslmode", "verify-ca"), ("sslrootcert", "/c")]
+        );
     }
 }

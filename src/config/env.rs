@@ -44,6 +44,7 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
     ("http", "max_pollers", EnvKind::Int),
     ("http", "max_read_entries", EnvKind::Int),
     ("archive", "url", EnvKind::Str),
+    ("archive", "ca_file", EnvKind::Str),
     ("archive", "grace", EnvKind::Str),
     ("archive", "closed_topic", EnvKind::Str),
     ("archive", "closed_top", EnvKind::Int),

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::board::{BoardSet, BoardSpec, Globals};
 
-mod conninfo;
+pub(crate) mod conninfo;
 mod env;
 mod error;
 pub(crate) mod redact;
@@ -248,9 +248,14 @@ impl Default for HttpConfig {
 #[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveConfig {
-    /// `postgres://user:pass@host:port/db`; no archive without it.
+    /// `postgres://user:pass@host:port/db?sslmode=...`, or the same as
+    /// keyword/value pairs; no archive without it.
     #[serde(default)]
     pub(crate) url: Option<String>,
+    /// PEM file of the CA(s) to check the server's certificate against,
+    /// when `url` names none (`sslrootcert`).
+    #[serde(default)]
+    pub(crate) ca_file: Option<PathBuf>,
     /// A period of an archived view closes this long after its end; events
     /// for it are `late` from then on.
     #[serde(default = "default_grace")]
@@ -274,6 +279,7 @@ impl Default for ArchiveConfig {
     fn default() -> Self {
         ArchiveConfig {
             url: None,
+            ca_file: None,
             grace: default_grace(),
             closed_topic: None,
             closed_top: default_closed_top(),
@@ -299,6 +305,7 @@ impl fmt::Debug for ArchiveConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ArchiveConfig")
             .field("url", &self.url_redacted())
+            .field("ca_file", &self.ca_file)
             .field("grace", &self.grace)
             .field("closed_topic", &self.closed_topic)
             .field("closed_top", &self.closed_top)
@@ -572,10 +579,11 @@ mod tests {
         assert!(zero.contains("header_timeout"), "{zero}");
     }
 
-    /// The configuration's `Debug` shows the archive URL's password in
-    /// neither form.
+    /// `[archive]` takes its CA file from the environment too, and the
+    /// configuration's `Debug` shows it, and the URL's password in neither
+    /// form.
     #[test]
-    fn debug_masks_the_archive_password_in_either_form() {
+    fn the_archive_settings_come_from_the_environment_and_debug_masks_them() {
         for (url, hidden) in [
             ("postgres://rf:s3cret@db/rf?sslmode=require", "s3cret"),
             (
@@ -583,10 +591,23 @@ mod tests {
                 "s3 cret",
             ),
         ] {
-            let c = load(MINIMAL, &[("RANKFLOW_ARCHIVE_URL", url)]).unwrap();
+            let c = load(
+                MINIMAL,
+                &[
+                    ("RANKFLOW_ARCHIVE_URL", url),
+                    ("RANKFLOW_ARCHIVE_CA_FILE", "/etc/pg-ca.pem"),
+                ],
+            )
+            .unwrap();
+            assert_eq!(c.archive.url.as_deref(), Some(url));
+            assert_eq!(
+                c.archive.ca_file.as_deref(),
+                Some(Path::new("/etc/pg-ca.pem"))
+            );
             let shown = format!("{c:?}");
             assert!(!shown.contains(hidden), "{shown}");
             assert!(shown.contains("***"), "{shown}");
+            assert!(shown.contains("/etc/pg-ca.pem"), "{shown}");
         }
     }
 

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use redis::IntoConnectionInfo;
 
 use super::error::ConfigError;
-use super::{Config, redact};
+use super::{Config, conninfo, redact};
 
 /// URL schemes rankflow connects with: plain TCP, TLS, and a Unix socket.
 pub(crate) const REDIS_SCHEMES: &[&str] = &["redis", "rediss", "unix", "redis+unix"];
@@ -25,7 +25,44 @@ impl Config {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
         self.validate_kafka()?;
         self.validate_redis()?;
-        self.validate_http()
+        self.validate_http()?;
+        self.validate_archive()
+    }
+
+    /// `[archive]` settings that only make sense with others. The URL
+    /// itself (its form, `sslmode`, the CA file) is read where the archive
+    /// connects, and checked at start-up like the Redis TLS files.
+    fn validate_archive(&self) -> Result<(), ConfigError> {
+        let a = &self.archive;
+        if a.url.is_none() && a.ca_file.is_some() {
+            return Err(ConfigError::setting(
+                "archive.ca_file",
+                "is set, but archive.url is not, so there is no archive to connect to",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The note for a CA file that is not used (the URL names its own
+    /// `sslrootcert`), or given with an `sslmode` that still lets the
+    /// connection be made without TLS.
+    fn archive_tls_note(&self) -> Option<String> {
+        let (url, ca) = (self.archive.url.as_deref()?, self.archive.ca_file.as_ref()?);
+        let (_, tls) = conninfo::without(url, &["sslmode", "sslrootcert"]).ok()?;
+        let last = |key: &str| tls.iter().rev().find(|p| p.key == key);
+        if last("sslrootcert").is_some() {
+            return Some(format!(
+                "archive.ca_file {} is not used: archive.url names its own CA (sslrootcert), which takes precedence",
+                ca.display()
+            ));
+        }
+        let mode = last("sslmode").map_or("prefer", |p| p.value.as_str());
+        (mode == "prefer").then(|| {
+            format!(
+                "archive.ca_file {} checks the server's certificate only when the server offers TLS: archive.url's sslmode is prefer, which falls back to a plain connection; use sslmode=verify-full to require TLS",
+                ca.display()
+            )
+        })
     }
 
     /// The listener's bounds: a head must be given some time, and every
@@ -172,6 +209,7 @@ impl Config {
                     .into(),
             );
         }
+        notes.extend(self.archive_tls_note());
         notes
     }
 }
@@ -344,6 +382,40 @@ mod tests {
             c.notes()
                 .iter()
                 .any(|n| n.contains("redis.wait_replicas = 1"))
+        );
+    }
+
+    #[test]
+    fn the_archive_ca_file_needs_a_url_and_a_weak_sslmode_is_noted() {
+        let e = error("", &format!("{URL}\n[archive]\nca_file = \"/ca.pem\""));
+        assert!(e.contains("`archive.ca_file`"), "{e}");
+        let noted = |url: &str| {
+            let archive = format!("{URL}\n[archive]\nurl = \"{url}\"\nca_file = \"/ca.pem\"");
+            config("", &archive)
+                .unwrap()
+                .notes()
+                .into_iter()
+                .any(|n| n.contains("archive.ca_file /ca.pem") && n.contains("prefer"))
+        };
+        assert!(noted("postgres://h/db"));
+        assert!(noted("host=h sslmode=prefer"));
+        assert!(!noted("postgres://h/db?sslmode=verify-full"));
+        assert!(!noted("host=h sslmode=require"));
+        // The last sslmode counts, as in the driver.
+        assert!(noted("host=h sslmode=require sslmode=prefer"));
+        let unused = config(
+            "",
+            &format!(
+                "{URL}\n[archive]\nurl = \"host=h sslmode=verify-full sslrootcert=/own.pem\"\nca_file = \"/ca.pem\""
+            ),
+        )
+        .unwrap()
+        .notes();
+        assert!(
+            unused
+                .iter()
+                .any(|n| n.contains("archive.ca_file /ca.pem is not used")),
+            "{unused:?}"
         );
     }
 }
