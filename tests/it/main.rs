@@ -9,6 +9,7 @@ mod common;
 
 mod api_errors;
 mod apply_model;
+mod archive_connect;
 mod archive_copy;
 mod archive_reads;
 mod archiver;

@@ -1,7 +1,8 @@
 //! A private PostgreSQL server per test: `initdb` into a temporary
 //! directory, `postgres` on a free port with its socket in that directory,
 //! stopped (fast) on drop. As root, both run as the `postgres` user, since
-//! PostgreSQL refuses to run as root.
+//! PostgreSQL refuses to run as root. [`Postgres::start_tls`] starts one
+//! that offers TLS with a given certificate.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -46,11 +47,50 @@ pub struct Postgres {
     dir: tempfile::TempDir,
     pub port: u16,
     child: Option<Child>,
+    /// `-c` settings of the server beyond the defaults (TLS).
+    settings: Vec<String>,
 }
 
 impl Postgres {
     /// A new cluster, started.
     pub fn start() -> Postgres {
+        let mut pg = Postgres::init();
+        pg.start_server();
+        pg
+    }
+
+    /// A new cluster offering TLS (`ssl=on`) with the PEM certificate and
+    /// key given, which are copied where the server can read them (the key
+    /// owned by the server's user, mode 0600, as PostgreSQL demands).
+    pub fn start_tls(cert: &Path, key: &Path) -> Postgres {
+        let mut pg = Postgres::init();
+        let (cert_at, key_at) = (
+            pg.dir.path().join("server.crt"),
+            pg.dir.path().join("server.key"),
+        );
+        std::fs::copy(cert, &cert_at).expect("copy the certificate");
+        std::fs::copy(key, &key_at).expect("copy the key");
+        std::fs::set_permissions(&key_at, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("chmod the key");
+        if is_root() {
+            let status = Command::new("chown")
+                .args(["postgres:postgres"])
+                .args([&cert_at, &key_at])
+                .status()
+                .unwrap();
+            assert!(status.success(), "chown of the TLS files");
+        }
+        pg.settings = vec![
+            "ssl=on".into(),
+            format!("ssl_cert_file={}", cert_at.display()),
+            format!("ssl_key_file={}", key_at.display()),
+        ];
+        pg.start_server();
+        pg
+    }
+
+    /// A new cluster, initialised and not started.
+    fn init() -> Postgres {
         let dir = tempfile::Builder::new()
             .prefix("rankflow-pg")
             .tempdir()
@@ -75,13 +115,12 @@ impl Postgres {
             "initdb failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let mut pg = Postgres {
+        Postgres {
             dir,
             port: super::free_port(),
             child: None,
-        };
-        pg.start_server();
-        pg
+            settings: Vec::new(),
+        }
     }
 
     pub fn url(&self) -> String {
@@ -90,18 +129,21 @@ impl Postgres {
 
     /// Starts the server (again) on the same port and data.
     pub fn start_server(&mut self) {
-        let child = pg_command("postgres")
+        // The server's log, to say why it did not start.
+        let log_path = self.dir.path().join("server.log");
+        let log = std::fs::File::create(&log_path).expect("server log");
+        let mut child = pg_command("postgres")
             .arg("-D")
             .arg(data_dir(self.dir.path()))
             .args(["-p", &self.port.to_string(), "-k"])
             .arg(self.dir.path())
             .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
             .args(["-c", "full_page_writes=off", "-c", "synchronous_commit=off"])
+            .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .unwrap();
-        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let ready = pg_command("pg_isready")
@@ -109,9 +151,15 @@ impl Postgres {
                 .status()
                 .is_ok_and(|s| s.success());
             if ready {
+                self.child = Some(child);
                 return;
             }
-            assert!(Instant::now() < deadline, "PostgreSQL did not start");
+            let exited = child.try_wait().ok().flatten();
+            if exited.is_some() || Instant::now() > deadline {
+                let _ = child.kill();
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                panic!("PostgreSQL did not start ({exited:?}):\n{log}");
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
