@@ -35,11 +35,15 @@
 //! Errors from Redis or the archive say what is wrong in a sentence, never
 //! the driver's text or a server's address: those go to the log.
 //!
+//! `/v1/admin/...` needs a bearer token of `[admin] tokens` ([`admin`];
+//! docs/admin.md).
+//!
 //! `rankflow run` serves the router with [`listen::serve`]: its own accept
 //! loop, with a cap on connections, a time limit on request heads (and on
 //! idle keep-alive connections), and a shutdown that does not wait for
 //! stalled clients.
 
+mod admin;
 mod error;
 mod extract;
 pub(crate) mod listen;
@@ -91,6 +95,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/boards/{board}/{view}/around/{member}", get(around))
         .route("/v1/boards/{board}/{view}/periods", get(periods))
         .merge(web::routes())
+        .merge(admin::routes(state.clone()))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)

@@ -250,6 +250,7 @@ pub async fn run(
             config.http.max_streams.get(),
             shutdown.clone(),
         )),
+        admin: Arc::new(crate::admin::Tokens::new(&config.admin)),
     };
     tracing::info!(listen = %listener.local_addr()?, "HTTP listener ready (/healthz, /metrics, /v1/boards).");
     let http = serve_http(listener, api_state, &config, shutdown.clone());

@@ -21,6 +21,7 @@
 //!   Kafka and Redis through narrow traits.
 //! - [`reader`], [`api`], [`cli`] — reading boards back: HTTP and the CLI.
 //! - [`archive`] — history: closed periods copied to PostgreSQL.
+//! - [`admin`] — what the admin API acts with: its tokens.
 //! - [`telemetry`] — reason and error codes, and the internal events that
 //!   log and count together (the only module that writes metrics).
 //! - [`app`] — wiring and lifecycle of `rankflow run`; [`config`] — the
@@ -30,6 +31,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod api;
 pub mod app;
 pub mod archive;

@@ -10,6 +10,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use super::error::ApiError;
 use super::stream::StreamHub;
+use crate::admin::Tokens;
 use crate::board::BoardSet;
 use crate::clock::SharedClock;
 use crate::health::Health;
@@ -30,6 +31,8 @@ pub struct ApiState {
     pub reader: Arc<OnceLock<Reader>>,
     /// The pollers of live views and the cap on open streams.
     pub streams: Arc<StreamHub>,
+    /// The admin API's tokens; none: the admin routes answer 404.
+    pub admin: Arc<Tokens>,
 }
 
 /// The reader, once Redis is connected. Before that, a query that could

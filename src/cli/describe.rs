@@ -52,6 +52,7 @@ pub(crate) fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
             let _ = writeln!(out, "  {}", target.tls_summary());
         }
     }
+    let _ = writeln!(out, "{}", config.admin.summary());
     for note in config.notes() {
         let _ = writeln!(out, "note: {note}");
     }

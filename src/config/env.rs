@@ -1,5 +1,5 @@
 //! Environment overrides of settings: `RANKFLOW_<SECTION>_<KEY>` (docs/configuration.md)
-//! and `RANKFLOW_KAFKA_CLIENT_<PROPERTY>`, written into the parsed TOML
+//! `RANKFLOW_KAFKA_CLIENT_<PROPERTY>` and `RANKFLOW_ADMIN_TOKENS_<NAME>`, written into the parsed TOML
 //! table before it is deserialized, so an override is typed and checked
 //! exactly like the file.
 
@@ -70,20 +70,15 @@ pub(super) fn apply_env(
         }
         let lower = rest.to_ascii_lowercase();
         if let Some(prop) = lower.strip_prefix("kafka_client_") {
-            let client = section(table, "kafka", &var)?;
-            let client = match client
-                .entry("client")
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-            {
-                toml::Value::Table(t) => t,
-                _ => {
-                    return Err(ConfigError::Env {
-                        var,
-                        message: "[kafka.client] in the file is not a table".into(),
-                    });
-                }
-            };
+            let client = section(section(table, "kafka", &var)?, "client", &var)?;
             client.insert(prop.replace('_', "."), toml::Value::String(value));
+            overridden = true;
+            continue;
+        }
+        if let Some(name) = lower.strip_prefix("admin_tokens_") {
+            // One token per name: the secret stays out of the file.
+            let tokens = section(section(table, "admin", &var)?, "tokens", &var)?;
+            tokens.insert(name.to_string(), toml::Value::String(value));
             overridden = true;
             continue;
         }

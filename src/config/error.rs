@@ -29,6 +29,15 @@ pub enum ConfigError {
         /// overrides, the line).
         source: Box<toml::de::Error>,
     },
+    /// Like [`ConfigError::Parse`], with the secrets of `[admin]` masked
+    /// in the message (which quotes the line at fault).
+    #[error("{path}: {message}")]
+    Masked {
+        /// The file the message names.
+        path: PathBuf,
+        /// The TOML error's message, secrets replaced by `***`.
+        message: String,
+    },
     /// A `RANKFLOW_*` environment override cannot be used: not a setting,
     /// or not a value of the setting's type.
     #[error("environment variable {var}: {message}")]

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::board::{BoardSet, BoardSpec, Globals};
 
+mod admin;
 pub(crate) mod conninfo;
 mod env;
 mod error;
@@ -24,6 +25,8 @@ pub(crate) mod redact;
 mod validate;
 pub(crate) mod values;
 
+pub(crate) use admin::AdminConfig;
+pub use admin::Secret;
 pub use error::ConfigError;
 pub use values::TimeZone;
 pub use values::{FixedSpan, Millis};
@@ -50,6 +53,9 @@ pub struct Config {
     /// History in PostgreSQL (docs/history.md); off without `url`.
     #[serde(default)]
     pub(crate) archive: ArchiveConfig,
+    /// The admin API's tokens (docs/admin.md); no admin API without them.
+    #[serde(default)]
+    pub(crate) admin: AdminConfig,
     /// The `[[board]]` array.
     #[serde(default, rename = "board")]
     pub(crate) boards: Vec<BoardSpec>,
@@ -386,6 +392,24 @@ fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 9898))
 }
 
+/// Every string under `[admin]` (the tokens), to be masked in
+/// messages that quote the file.
+fn admin_secrets(table: &toml::Table) -> Vec<String> {
+    fn strings(v: &toml::Value, out: &mut Vec<String>) {
+        match v {
+            toml::Value::String(s) if !s.is_empty() => out.push(s.clone()),
+            toml::Value::Table(t) => t.values().for_each(|v| strings(v, out)),
+            toml::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(admin) = table.get("admin") {
+        strings(admin, &mut out);
+    }
+    out
+}
+
 impl Config {
     /// Reads the file, applies the process environment, deserializes and
     /// checks the cross-field rules.
@@ -410,6 +434,19 @@ impl Config {
         };
         let mut table: toml::Table = text.parse().map_err(parse_err)?;
         let overridden = env::apply_env(&mut table, env)?;
+        // A value refused below is quoted with its line: never show a
+        // secret of `[admin]` that way.
+        let secrets = admin_secrets(&table);
+        let parse_err = |source: toml::de::Error| match secrets.is_empty() {
+            true => parse_err(source),
+            false => ConfigError::Masked {
+                path: path.to_path_buf(),
+                message: redact::in_text(
+                    &source.to_string(),
+                    &secrets.iter().map(String::as_str).collect::<Vec<_>>(),
+                ),
+            },
+        };
         let config: Config = if overridden {
             // Spans into the original text would be wrong after an override,
             // so re-serialize: messages then still name the key.
@@ -510,6 +547,30 @@ mod tests {
         let err = load(&text, &[]).unwrap_err().to_string();
         assert!(err.contains("urll"), "{err}");
         assert!(err.contains("line"), "{err}");
+    }
+
+    #[test]
+    fn admin_tokens_come_from_the_file_and_the_environment_and_never_show() {
+        let file = "0123456789abcdef-file";
+        let env = "0123456789abcdef-envv";
+        let text =
+            format!("{MINIMAL}\n[admin]\ntokens = {{ ops = \"{file}\", support = \"{file}2\" }}\n");
+        let c = load(&text, &[("RANKFLOW_ADMIN_TOKENS_SUPPORT", env)]).unwrap();
+        let tokens: Vec<(&str, &str)> = c
+            .admin
+            .tokens
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.expose()))
+            .collect();
+        assert_eq!(tokens, vec![("ops", file), ("support", env)]);
+        let shown = format!("{c:?}\n{}", c.admin.summary());
+        assert!(!shown.contains(file) && !shown.contains(env), "{shown}");
+        assert!(shown.contains("tokens ops, support"), "{shown}");
+        // A value refused by its type is quoted with its line: masked.
+        let bad = text.replace("tokens = {", "tokens = { x = 1,");
+        let err = load(&bad, &[]).unwrap_err().to_string();
+        assert!(err.contains("tokens"), "{err}");
+        assert!(!err.contains(file), "{err}");
     }
 
     #[test]

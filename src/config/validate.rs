@@ -26,7 +26,8 @@ impl Config {
         self.validate_kafka()?;
         self.validate_redis()?;
         self.validate_http()?;
-        self.validate_archive()
+        self.validate_archive()?;
+        self.admin.validate()
     }
 
     /// `[archive]` settings that only make sense with others. The URL

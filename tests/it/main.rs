@@ -7,6 +7,7 @@
 
 mod common;
 
+mod admin_api;
 mod api_errors;
 mod apply_model;
 mod archive_connect;

@@ -158,6 +158,7 @@ impl Direct {
                 .handle(),
             reader: slot,
             streams: Default::default(),
+            admin: Arc::new(rankflow::admin::Tokens::none()),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

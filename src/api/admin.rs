@@ -1,0 +1,112 @@
+//! The admin API's door (docs/admin.md): every `/v1/admin/...` request
+//! needs `Authorization: Bearer <token>` with a token of `[admin] tokens`.
+//! Without configured tokens the admin routes do not exist (404, like any
+//! unknown route); without a token, or with one that is not configured,
+//! the answer is a JSON 401 with `WWW-Authenticate`. The token's name
+//! becomes the request's [`Actor`], the name logs give.
+//! The token itself is never logged nor echoed.
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+
+use super::error::ApiError;
+use super::state::ApiState;
+
+/// Who made an admin request: the name of its token.
+#[derive(Debug, Clone)]
+pub(crate) struct Actor(pub(crate) String);
+
+/// The `/v1/admin` routes behind the token check.
+pub(super) fn routes(state: ApiState) -> Router<ApiState> {
+    Router::new()
+        .route("/v1/admin", any(no_action))
+        .route("/v1/admin/{*rest}", any(no_action))
+        .route_layer(middleware::from_fn_with_state(state, authenticate))
+}
+
+/// Lets a request with a configured token through, with its [`Actor`].
+async fn authenticate(State(s): State<ApiState>, mut req: Request, next: Next) -> Response {
+    if !s.admin.enabled() {
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no route: the admin API is off (no [admin] tokens are configured)",
+        )
+        .into_response();
+    }
+    let Some(presented) = bearer(req.headers()) else {
+        return unauthorized(
+            "this admin endpoint needs the header Authorization: Bearer <token>",
+            "Bearer realm=\"rankflow admin\"",
+        );
+    };
+    let Some(name) = s.admin.name_of(presented) else {
+        tracing::warn!(
+            path = %req.uri().path(),
+            "An admin request with a token that is not configured was refused."
+        );
+        return unauthorized(
+            "the bearer token is not one of the configured admin tokens",
+            "Bearer realm=\"rankflow admin\", error=\"invalid_token\"",
+        );
+    };
+    req.extensions_mut().insert(Actor(name.to_string()));
+    next.run(req).await
+}
+
+/// The token of an `Authorization: Bearer <token>` header (the scheme in
+/// any case, as RFC 9110 has it).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+fn unauthorized(says: &str, challenge: &'static str) -> Response {
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, says).into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    response
+}
+
+/// An authenticated request for an action rankflow does not have.
+async fn no_action(
+    axum::Extension(actor): axum::Extension<Actor>,
+    method: Method,
+    uri: Uri,
+) -> ApiError {
+    tracing::info!(actor = %actor.0, method = %method, path = %uri.path(), "An admin request named no action.");
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("no admin action at {method} {}", uri.path()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case_and_nothing_else_is() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                header::AUTHORIZATION,
+                HeaderValue::from_str(v).expect("header"),
+            );
+            h
+        };
+        assert_eq!(bearer(&with("Bearer abc")), Some("abc"));
+        assert_eq!(bearer(&with("bearer  abc ")), Some("abc"));
+        assert_eq!(bearer(&with("Basic abc")), None);
+        assert_eq!(bearer(&with("Bearer")), None);
+        assert_eq!(bearer(&with("Bearer ")), None);
+        assert_eq!(bearer(&HeaderMap::new()), None);
+    }
+}
