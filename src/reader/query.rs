@@ -58,12 +58,11 @@ impl ScopeUnion {
     /// `*` for every scope. `*` with other values, or more than
     /// [`MAX_LISTED_SCOPES`] values, is refused.
     pub(crate) fn choose(given: &[&str]) -> Result<(Option<String>, Option<ScopeUnion>), BadParam> {
-        let mut distinct: Vec<&str> = Vec::with_capacity(given.len());
-        for s in given {
-            if !distinct.contains(s) {
-                distinct.push(s);
-            }
-        }
+        // One pass with a set: a query string can repeat `scope` any number
+        // of times, and comparing each value with every one kept so far
+        // would take quadratic time before the count below could refuse it.
+        let mut seen = std::collections::HashSet::with_capacity(given.len());
+        let distinct: Vec<&str> = given.iter().copied().filter(|s| seen.insert(*s)).collect();
         match distinct.as_slice() {
             [] => Ok((None, None)),
             ["*"] => Ok((None, Some(ScopeUnion::All))),
@@ -160,5 +159,20 @@ mod tests {
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
         let e = ScopeUnion::choose(&many).unwrap_err();
         assert!(e.message.contains("1001 scopes"), "{}", e.message);
+    }
+
+    #[test]
+    fn repeated_scopes_are_told_apart_in_linear_time() {
+        // 100,000 distinct values (a long query string): refused for their
+        // number, after one pass over them, not after comparing each with
+        // all the others (5 billion comparisons took minutes).
+        let many: Vec<String> = (0..100_000).map(|i| format!("scope-{i}")).collect();
+        let mut given: Vec<&str> = many.iter().map(String::as_str).collect();
+        given.extend(many.iter().map(String::as_str));
+        let started = std::time::Instant::now();
+        let e = ScopeUnion::choose(&given).unwrap_err();
+        let took = started.elapsed();
+        assert!(e.message.contains("100000 scopes"), "{}", e.message);
+        assert!(took < std::time::Duration::from_secs(2), "took {took:?}");
     }
 }
