@@ -267,7 +267,8 @@ pub async fn run(
         let archiver = spawn_archiver(&config, &boards, &store, &clock, shutdown.clone())?;
         let _ = reader_slot.set(
             Reader::new(boards, store.clone(), clock, archive)
-                .with_unions(crate::reader::Unions::new(config.http.union_cache.ms())),
+                .with_unions(crate::reader::Unions::new(config.http.union_cache.ms()))
+                .with_max_read_entries(config.http.max_read_entries.get()),
         );
         consume(&config, parts, store, shutdown).await?;
         if let Some(archiver) = archiver {

@@ -149,7 +149,8 @@ async fn top(
         .map_err(|e| CommandError::fault(path, e))?
         .map(ArchiveReader::with_target);
     let reader = Reader::new(Arc::new(boards), store, clock.clone(), archive)
-        .with_unions(Unions::new(cfg.http.union_cache.ms()));
+        .with_unions(Unions::new(cfg.http.union_cache.ms()))
+        .with_max_read_entries(cfg.http.max_read_entries.get());
     let given: Vec<&str> = args.scope.iter().map(String::as_str).collect();
     let (scope, scope_union) =
         ScopeUnion::choose(&given).map_err(|e| CommandError::Invalid(format!("--scope: {e}")))?;

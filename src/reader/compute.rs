@@ -116,18 +116,21 @@ impl Unions {
     /// one call (if it fails, the next waiter tries again); readers within
     /// half the time to live of a result this process built use it at once:
     /// the key was set to live the whole TTL before the call returned.
-    /// `trim` names the board and clock for trimming window sources first.
+    /// `trim` names the board and clock for trimming window sources first;
+    /// a union whose boards hold more than `max_entries` entries together
+    /// is refused before anything is computed (`[http] max_read_entries`).
     pub(super) async fn ensure(
         &self,
         store: &Store,
         plan: &UnionPlan,
         trim: Trim<'_>,
+        max_entries: u64,
     ) -> Result<(), ReadError> {
         let flight = self.flight(&plan.result);
         flight
             .get_or_try_init(|| async {
                 let sent = Instant::now();
-                let built = self.compute(store, plan, trim).await?;
+                let built = self.compute(store, plan, trim, max_entries).await?;
                 // The marker outlives half the TTL (it lives at least
                 // three quarters of it).
                 let half = Duration::from_millis(self.ttl_ms.unsigned_abs() / 2);
@@ -138,13 +141,15 @@ impl Unions {
     }
 
     /// Finds the sources (the registries of `scope=*`), trims window
-    /// sources to the clock, and runs the union script; whether it built a
+    /// sources to the clock, counts their entries (refusing more than
+    /// `max_entries`), and runs the union script; whether it built a
     /// (non-empty) result.
     async fn compute(
         &self,
         store: &Store,
         plan: &UnionPlan,
         trim: Trim<'_>,
+        max_entries: u64,
     ) -> Result<bool, ReadError> {
         let (sources, trims) = super::scopes::resolve(store, plan).await?;
         if !trims.is_empty() {
@@ -153,6 +158,11 @@ impl Unions {
             crate::sink::trim::trim_instances(store, trim.boards, &instances, trim.now_ms).await?;
         }
         let (fresh, entries) = build::survey(store, plan, &sources).await?;
+        // Refused whether or not a result is fresh, so that one request
+        // gets one answer whatever the cache holds.
+        if entries > max_entries {
+            return Err(too_many_entries(plan, entries, max_entries));
+        }
         if fresh {
             return Ok(false);
         }
@@ -190,6 +200,20 @@ impl Unions {
         }
         Ok(made > 1)
     }
+}
+
+/// The 400 of a union that would read `entries` entries, more than `max`.
+fn too_many_entries(plan: &UnionPlan, entries: u64, max: u64) -> ReadError {
+    let fewer = match plan.param {
+        "scope" => "name fewer scopes",
+        _ => "read a shorter range",
+    };
+    ReadError::bad(
+        plan.param,
+        format!(
+            "this union would read {entries} entries (its boards together), more than the {max} one read may ([http] max_read_entries): {fewer}, or raise the setting"
+        ),
+    )
 }
 
 /// What trimming a union's window sources needs: the boards, the board's

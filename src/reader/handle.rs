@@ -1,6 +1,7 @@
 //! The reader itself ([`Reader`]): what every read needs (the boards, the
-//! store, the clock, the archive and the cache of unions), and the one way
-//! to make one ([`Reader::new`], [`Reader::with_unions`]). The reads are
+//! store, the clock, the archive, the cache of unions and the bound on what
+//! one read may walk), and the one way to make one ([`Reader::new`],
+//! [`Reader::with_unions`], [`Reader::with_max_read_entries`]). The reads are
 //! `impl Reader` blocks beside it: pages and members in `reads`, styled
 //! ranks in `styled`, the list of periods in `periods`.
 
@@ -23,7 +24,15 @@ pub struct Reader {
     /// Rolling views being computed, and how long a result is reused
     /// (`[http] union_cache`).
     pub(super) unions: Unions,
+    /// Most sorted-set entries one read may make Redis walk (`[http]
+    /// max_read_entries`): the boards a union combines, the steps of a
+    /// dense rank without its index. A read that would walk more is
+    /// refused (400), never computed unboundedly.
+    pub(super) max_read_entries: u64,
 }
+
+/// The default of `[http] max_read_entries`.
+pub(crate) const DEFAULT_MAX_READ_ENTRIES: u64 = 2_000_000;
 
 impl Reader {
     /// A reader of `boards` in `store` on `clock`, falling back to
@@ -42,7 +51,15 @@ impl Reader {
             clock,
             archive,
             unions: Unions::default(),
+            max_read_entries: DEFAULT_MAX_READ_ENTRIES,
         }
+    }
+
+    /// The same reader refusing reads that would make Redis walk more than
+    /// `entries` sorted-set entries (`[http] max_read_entries`; at least 1).
+    pub fn with_max_read_entries(mut self, entries: usize) -> Reader {
+        self.max_read_entries = (entries as u64).max(1);
+        self
     }
 
     /// The same reader computing unions with `unions` (its cache time,

@@ -30,6 +30,10 @@ pub(super) struct UnionPlan {
     pub(crate) cross_slot: bool,
     pub(crate) aggregate: &'static str,
     pub(crate) tie: &'static str,
+    /// The request parameter that asked for this union (`view` for a
+    /// rolling view, `scope` for a union of scopes): the one a refusal
+    /// names.
+    pub(crate) param: &'static str,
 }
 
 impl UnionPlan {
@@ -49,6 +53,7 @@ impl UnionPlan {
                 Aggregate::Sum | Aggregate::Last => "sum",
             },
             tie: board.tie_key.code(),
+            param: "view",
         }
     }
 }

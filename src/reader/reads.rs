@@ -56,7 +56,8 @@ impl Reader {
                 board_index: at.board_index,
                 now_ms: self.clock.now_ms(),
             };
-            self.unions.ensure(&self.store, plan, trim).await?;
+            let max = self.max_read_entries;
+            self.unions.ensure(&self.store, plan, trim, max).await?;
         }
         Ok(())
     }

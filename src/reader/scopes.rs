@@ -74,6 +74,7 @@ pub(super) fn plan(
     let result = keys::view_key(prefix, &board.name, &format!("{part}:s:{}", digest(which)));
     let mut plan = UnionPlan::new(board, result, Vec::new());
     plan.cross_slot = !board.board_slot;
+    plan.param = "scope";
     match which {
         ScopeUnion::Listed(scopes) => {
             check_count(scopes.len() * views.len())?;
