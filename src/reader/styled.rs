@@ -11,14 +11,14 @@ use std::collections::HashMap;
 use redis::Value;
 
 use super::answer::Entry;
-use super::error::ReadError;
+use super::error::{BadParam, ReadError};
 use super::handle::Reader;
 use super::locate::Located;
 use super::ranks::{self, DENSE_BUDGET, RankStyle, Styler};
 use crate::board::Order;
 use crate::board::composite;
 use crate::board::keys;
-use crate::sink::store::StoreError;
+use crate::sink::store::{Store, StoreError};
 
 /// What one read-script call (and its dense continuations) returned.
 struct Counted {
@@ -26,10 +26,112 @@ struct Counted {
     total: u64,
     /// The mode's rows, flat.
     rows: Vec<Value>,
-    /// For each distinct value asked about (a score as Redis prints it, or
-    /// a composite tuple's index entry), the count of better members
-    /// (competition) or distinct better values (dense).
-    counts: HashMap<String, u64>,
+    /// The distinct values asked about, best first: a score as Redis
+    /// prints it, or a composite tuple's index entry.
+    targets: Vec<String>,
+    /// Per target, the count of better members (competition) or distinct
+    /// better values (dense).
+    counts: Vec<u64>,
+    /// Why the dense counts are missing: a composite board's view without
+    /// its index, or a walk longer than `[http] max_read_entries`.
+    refused: Option<BadParam>,
+}
+
+/// A call's view size, rows, and counts by target.
+type ByTarget = (u64, Vec<Value>, HashMap<String, u64>);
+
+impl Counted {
+    /// The view's size, the rows, and the counts by target; the refusal
+    /// of dense ranks is an error here.
+    fn by_target(self) -> Result<ByTarget, ReadError> {
+        if let Some(refused) = self.refused {
+            return Err(ReadError::BadRequest(refused));
+        }
+        let counts = self.targets.into_iter().zip(self.counts).collect();
+        Ok((self.total, self.rows, counts))
+    }
+}
+
+/// One call of the read script on a view: its keys and the arguments
+/// every mode starts with.
+struct Call {
+    keys: [String; 3],
+    order: &'static str,
+    tie: &'static str,
+    code: String,
+    indexed: bool,
+}
+
+/// A reply of the read script (see `ranks.lua`).
+struct Parts {
+    total: u64,
+    rows: Vec<Value>,
+    targets: Vec<String>,
+    counts: Vec<u64>,
+    resume: Vec<Value>,
+}
+
+impl Call {
+    fn of(at: &Located<'_>) -> Call {
+        let board = at.board;
+        let helper = keys::helper(&at.key, composite::helper_of(board).unwrap_or("t"));
+        Call {
+            keys: [at.key.clone(), helper, keys::dense_key(&at.key)],
+            order: order_name(board.order),
+            tie: board.tie_key.code(),
+            code: board
+                .composite
+                .as_ref()
+                .map(|c| c.layout.script_code())
+                .unwrap_or_default(),
+            indexed: board.dense_ranks,
+        }
+    }
+
+    fn args(&self, mode: &str, style: &str, budget: u64) -> Vec<String> {
+        vec![
+            mode.to_string(),
+            self.order.to_string(),
+            style.to_string(),
+            budget.to_string(),
+            self.tie.to_string(),
+            self.code.clone(),
+            if self.indexed { "1" } else { "0" }.to_string(),
+        ]
+    }
+
+    async fn eval(&self, store: &Store, args: &[String]) -> Result<Parts, StoreError> {
+        let keys: Vec<&str> = self.keys.iter().map(String::as_str).collect();
+        let reply = ranks::eval(store, &keys, args).await?;
+        let (total, rows, targets, counts, resume): Reply = convert(reply)?;
+        Ok(Parts {
+            total,
+            rows,
+            targets,
+            counts,
+            resume,
+        })
+    }
+}
+
+fn no_index(board: &str) -> BadParam {
+    BadParam::new(
+        "rank",
+        format!(
+            "rank=dense on composite board {board} needs the view's dense-rank index, which this period does not have (board option dense_ranks = false, or the period began before the index was kept); use rank=competition or rank=ordinal"
+        ),
+    )
+}
+
+/// The refusal of a dense rank that would walk more than `max` distinct
+/// values of `board` (`[http] max_read_entries`).
+fn walk_too_long(board: &str, max: u64) -> BadParam {
+    BadParam::new(
+        "rank",
+        format!(
+            "rank=dense here would walk more than {max} distinct values of board {board} one at a time (this view has no dense-rank index), more entries than one read may walk ([http] max_read_entries): use rank=competition or rank=ordinal, or raise the setting"
+        ),
+    )
 }
 
 /// A list of members read from Redis.
@@ -56,48 +158,37 @@ impl Reader {
     /// Runs the read script in `mode` with `extra` arguments, then, while
     /// a dense walk ran out of budget, continues it in further calls (each
     /// bounded; the whole is then no longer one atomic look, which only a
-    /// board changing during a very long walk could notice).
+    /// board changing during a very long walk could notice). A walk is
+    /// given `[http] max_read_entries` steps in all: one that needs more
+    /// stops there, its dense counts refused.
     async fn counted(
         &self,
         at: &Located<'_>,
         mode: &str,
-        style: RankStyle,
+        style: &str,
         extra: Vec<String>,
     ) -> Result<Counted, ReadError> {
-        let board = at.board;
-        let helper = keys::helper(&at.key, composite::helper_of(board).unwrap_or("t"));
-        let dense = keys::dense_key(&at.key);
-        let keys: Vec<&str> = vec![&at.key, &helper, &dense];
-        let code = board
-            .composite
-            .as_ref()
-            .map(|c| c.layout.script_code())
-            .unwrap_or_default();
-        let head = |mode: &str| {
-            vec![
-                mode.to_string(),
-                order_name(board.order).to_string(),
-                style.name().to_string(),
-                DENSE_BUDGET.to_string(),
-                board.tie_key.code().to_string(),
-                code.clone(),
-                if board.dense_ranks { "1" } else { "0" }.to_string(),
-            ]
-        };
-        let mut args = head(mode);
+        let call = Call::of(at);
+        let max = self.max_read_entries.max(1);
+        let mut budget = DENSE_BUDGET.min(max);
+        let mut args = call.args(mode, style, budget);
         args.extend(extra);
-        let reply = ranks::eval(&self.store, &keys, &args).await?;
-        let (total, rows, targets, mut counts, mut resume): Reply = convert(reply)?;
-        if resume.len() == 1 {
-            return Err(ReadError::bad(
-                "rank",
-                format!(
-                    "rank=dense on composite board {} needs the view's dense-rank index, which this period does not have (board option dense_ranks = false, or the period began before the index was kept); use rank=competition or rank=ordinal",
-                    board.name
-                ),
-            ));
-        }
+        let Parts {
+            total,
+            rows,
+            targets,
+            mut counts,
+            mut resume,
+        } = call.eval(&self.store, &args).await?;
+        let mut refused = (resume.len() == 1).then(|| no_index(&at.board.name));
+        let mut spent = 0;
         while let [count, bound] = resume.as_slice() {
+            spent += budget;
+            if spent >= max {
+                refused = Some(walk_too_long(&at.board.name, max));
+                break;
+            }
+            budget = DENSE_BUDGET.min(max - spent);
             let done = counts.len().min(targets.len());
             tracing::debug!(
                 key = %at.key,
@@ -105,19 +196,20 @@ impl Reader {
                 left = targets.len() - done,
                 "A dense rank walk ran out of its per-call budget; continuing it."
             );
-            let mut args = head("walk");
+            let mut args = call.args("walk", "dense", budget);
             args.push(convert::<u64>(count.clone())?.to_string());
             args.push(convert::<String>(bound.clone())?);
             args.extend(targets[done..].iter().cloned());
-            let reply = ranks::eval(&self.store, &keys, &args).await?;
-            let (_, _, _, more, next): Reply = convert(reply)?;
-            counts.extend(more);
-            resume = next;
+            let more = call.eval(&self.store, &args).await?;
+            counts.extend(more.counts);
+            resume = more.resume;
         }
         Ok(Counted {
             total,
             rows,
-            counts: targets.into_iter().zip(counts).collect(),
+            targets,
+            counts,
+            refused,
         })
     }
 
@@ -131,13 +223,14 @@ impl Reader {
         style: RankStyle,
     ) -> Result<(u64, Vec<Entry>), ReadError> {
         let extra = vec![start.to_string(), stop.to_string()];
-        let counted = self.counted(at, "range", style, extra).await?;
-        let raw: Vec<(Vec<u8>, f64)> = convert(Value::Array(counted.rows))?;
+        let counted = self.counted(at, "range", style.name(), extra).await?;
+        let (total, rows, counts) = counted.by_target()?;
+        let raw: Vec<(Vec<u8>, f64)> = convert(Value::Array(rows))?;
         let groups = value_groups(at, &raw);
         let mut entries = self.entries(at, start, raw);
         // The script counted the page's first value (its only target).
-        let better = counted.counts.values().next().copied().unwrap_or(0);
-        debug_assert!(counted.counts.len() <= 1);
+        let better = counts.values().next().copied().unwrap_or(0);
+        debug_assert!(counts.len() <= 1);
         let ranked: Vec<(u64, u64)> = entries.iter().map(|e| e.rank).zip(groups).collect();
         for (e, rank) in entries
             .iter_mut()
@@ -145,7 +238,7 @@ impl Reader {
         {
             e.rank = rank;
         }
-        Ok((counted.total, entries))
+        Ok((total, entries))
     }
 
     /// The entries of those of `ids` (distinct) that are in the view, in
@@ -156,9 +249,12 @@ impl Reader {
         ids: &[String],
         style: RankStyle,
     ) -> Result<LiveMembers, ReadError> {
-        let counted = self.counted(at, "members", style, ids.to_vec()).await?;
-        let mut found = Vec::with_capacity(counted.rows.len() / 5);
-        for row in counted.rows.chunks(5) {
+        let counted = self
+            .counted(at, "members", style.name(), ids.to_vec())
+            .await?;
+        let (total, rows, counts) = counted.by_target()?;
+        let mut found = Vec::with_capacity(rows.len() / 5);
+        for row in rows.chunks(5) {
             let [index, rank, score, target, stored] = row else {
                 return Err(StoreError::Protocol("a members row is not 5 values".into()).into());
             };
@@ -175,7 +271,7 @@ impl Reader {
                 .map_err(|_| StoreError::Protocol(format!("score {score:?} is not a number")))?;
             let shown = match style {
                 RankStyle::Ordinal => rank + 1,
-                _ => counted.counts.get(&target).copied().unwrap_or(0) + 1,
+                _ => counts.get(&target).copied().unwrap_or(0) + 1,
             };
             let (_, fields) =
                 composite::read_entry(at.board, &String::from_utf8_lossy(&stored), value);
@@ -193,7 +289,7 @@ impl Reader {
         // grow with them).
         found.sort_by_key(|(ordinal, _)| *ordinal);
         Ok(LiveMembers {
-            total: counted.total,
+            total,
             entries: found.into_iter().map(|(_, e)| e).collect(),
         })
     }
