@@ -246,10 +246,10 @@ pub async fn run(
         health: parts.health.clone(),
         metrics: metrics.clone(),
         reader: reader_slot.clone(),
-        streams: Arc::new(api::StreamHub::new(
-            config.http.max_streams.get(),
-            shutdown.clone(),
-        )),
+        streams: Arc::new(
+            api::StreamHub::new(config.http.max_streams.get(), shutdown.clone())
+                .with_max_pollers(config.http.max_pollers.get()),
+        ),
         admin: Arc::new(crate::admin::Tokens::new(&config.admin)),
     };
     tracing::info!(listen = %listener.local_addr()?, "HTTP listener ready (/healthz, /metrics, /v1/boards).");

@@ -1,5 +1,7 @@
 //! Live views (docs/http-api.md): Server-Sent Events streams of a top-N list and
-//! of one member, served from the shared pollers of [`hub`].
+//! of one member, served from the shared pollers of [`hub`]: one per board
+//! view (board, view, period and scopes, and the member followed), whatever
+//! page and rank style each stream asks for.
 //!
 //! - `GET /v1/boards/{board}/{view}/top/stream?limit=&offset=&scope=&period=&rank=`
 //!   sends the JSON the `top` endpoint answers for the same query, at
@@ -42,8 +44,9 @@ use super::error::ApiError;
 use super::extract::{QueryPairs, Segments};
 use super::params::{Params, Route, query};
 use super::state::{ApiState, reader_for};
+use crate::reader::{self, ScopeUnion};
 use hub::{Permit, Poll, Snapshot, State as ViewState};
-use views::{MemberView, TopView};
+use views::{Follow, MemberView, Page, TopView};
 
 /// The heartbeat comment's interval.
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -56,22 +59,21 @@ pub(super) async fn top_stream(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let mut p = Params::parse(&pairs, Route::Top)?;
-    let (offset, limit) = (p.offset.take().unwrap_or(0), p.limit.take().unwrap_or(10));
-    let rank = p.rank.take().unwrap_or_default();
+    let page = Page {
+        offset: p.offset.take().unwrap_or(0),
+        limit: p.limit.take().unwrap_or(10),
+        rank: p.rank.take().unwrap_or_default(),
+        scopes: None,
+    };
     let q = query(board, view, p);
     let reader = reader_for(&s, &q)?.clone();
-    // Debug of the query names every field it has, including any added
-    // later, so two queries share a poller only if they read the same.
-    let key = format!("top {q:?} {offset} {limit} {}", rank.name());
-    let make = || TopView {
-        reader,
-        query: q,
-        offset,
-        limit,
-        rank,
-        last: None,
+    let page = Page {
+        scopes: q.scope_union.as_ref().map(ScopeUnion::shown),
+        ..page
     };
-    open(&s, key, make, &headers).await
+    let key = format!("top {}", view_key(&q));
+    let make = || TopView { reader, query: q };
+    open(&s, key, page, make, &headers).await
 }
 
 /// `GET .../members/{member}/stream`.
@@ -82,26 +84,39 @@ pub(super) async fn member_stream(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let mut p = Params::parse(&pairs, Route::Member)?;
-    let rank = p.rank.take().unwrap_or_default();
+    let follow = Follow {
+        rank: p.rank.take().unwrap_or_default(),
+    };
     let q = query(board, view, p);
     let reader = reader_for(&s, &q)?.clone();
-    let key = format!("member {q:?} {member:?} {}", rank.name());
+    let key = format!("member {} {member:?}", view_key(&q));
     let make = || MemberView {
         reader,
         query: q,
         member,
-        rank,
-        last: None,
     };
-    open(&s, key, make, &headers).await
+    open(&s, key, follow, make, &headers).await
+}
+
+/// What tells one view from another: the query, with a union's scopes in
+/// one order, since `scope=a&scope=b` and `scope=b&scope=a` read the same.
+/// Debug of the query names every field it has, including any added
+/// later, so two streams share a poller only if they read the same.
+fn view_key(q: &reader::Query) -> String {
+    let mut q = q.clone();
+    if let Some(ScopeUnion::Listed(scopes)) = &mut q.scope_union {
+        scopes.sort_unstable();
+    }
+    format!("{q:?}")
 }
 
 /// Takes a place among the open streams, joins (or starts) the view's
-/// poller and waits for its first state: a stream of events, or the error
-/// of the first read.
+/// poller with its lens and waits for its first state: a stream of events,
+/// or the error of the first read.
 async fn open<P: Poll>(
     s: &ApiState,
     key: String,
+    lens: P::Lens,
     make: impl FnOnce() -> P,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -121,27 +136,20 @@ async fn open<P: Poll>(
     if let Some(last) = headers.get("last-event-id") {
         tracing::debug!(last_event_id = ?last, key = %key, "A client resumed a stream; it gets the current state.");
     }
-    let mut rx = s.streams.subscribe(key, make);
-    let first = match rx.wait_for(|v| !matches!(v, ViewState::Pending)).await {
-        Ok(state) => state.clone(),
-        // The poller stopped before its first read: shutting down.
-        Err(_) => {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting down",
-            ));
-        }
-    };
-    let first = match first {
-        ViewState::Ready(snapshot) => snapshot,
-        ViewState::Failed(e) => return Err(e),
-        ViewState::Pending => {
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the view is not read yet",
-            ));
-        }
-    };
+    let mut rx = s.streams.subscribe(key, lens, make).ok_or_else(|| {
+        tracing::warn!(
+            max_pollers = s.streams.max_pollers(),
+            "Refused a stream: the cap on distinct live views is reached."
+        );
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many distinct live views are followed (at most {}, [http] max_pollers); try again later",
+                s.streams.max_pollers()
+            ),
+        )
+    })?;
+    let first = first_state(&mut rx).await?;
     let events = events(first, rx, permit, s.streams.shutdown());
     let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(HEARTBEAT))
@@ -152,6 +160,29 @@ async fn open<P: Poll>(
         .headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// The first state of a lens: its first snapshot, or the error of its
+/// first read.
+async fn first_state(rx: &mut watch::Receiver<ViewState>) -> Result<Arc<Snapshot>, ApiError> {
+    let first = match rx.wait_for(|v| !matches!(v, ViewState::Pending)).await {
+        Ok(state) => state.clone(),
+        // The poller stopped before its first read: shutting down.
+        Err(_) => {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting down",
+            ));
+        }
+    };
+    match first {
+        ViewState::Ready(snapshot) => Ok(snapshot),
+        ViewState::Failed(e) => Err(e),
+        ViewState::Pending => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the view is not read yet",
+        )),
+    }
 }
 
 /// What a stream holds between events; dropping it (the client left, or

@@ -62,6 +62,12 @@ impl Reader {
         self
     }
 
+    /// Most sorted-set entries one read may make Redis walk (`[http]
+    /// max_read_entries`).
+    pub(crate) fn max_read_entries(&self) -> u64 {
+        self.max_read_entries
+    }
+
     /// The same reader computing unions with `unions` (its cache time,
     /// `[http] union_cache`, and its slicing).
     pub fn with_unions(mut self, unions: Unions) -> Reader {

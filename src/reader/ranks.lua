@@ -5,9 +5,10 @@
 --
 -- KEYS[1]  the view's sorted set; KEYS[2] its K:t or K:f hash (members
 --          mode); KEYS[3] its dense-rank index K:v (when ARGV[7] is "1")
--- ARGV[1]  mode: "range" | "members" | "walk"
+-- ARGV[1]  mode: "range" | "members" | "walk" | "runs"
 -- ARGV[2]  order: "desc" | "asc"
--- ARGV[3]  style: "ordinal" | "competition" | "dense"
+-- ARGV[3]  style: "ordinal" | "competition" | "dense" ("both": competition
+--          and dense, runs mode only)
 -- ARGV[4]  budget: most dense steps (one ZRANGE ... LIMIT 0 1 each) in this call
 -- ARGV[5]  tie code ("n", "a", "d")
 -- ARGV[6]  composite script code ("" for other boards)
@@ -17,6 +18,9 @@
 -- walk:    ARGV[8] count so far, ARGV[9] bound so far ("" = none),
 --          ARGV[10..] target scores, best first (a continuation of "dense";
 --          boards other than composite only)
+-- runs:    ARGV[8..] pairs of 0-based ranks start, stop (inclusive), in
+--          rank order and apart: several pages of one view read at once
+--          (the live views' pollers)
 --
 -- Reply: { total, rows, targets, counts, resume }
 --   total    ZCARD of the view (0: the key does not exist)
@@ -33,6 +37,12 @@
 --            dense walk ran out of budget after #counts targets;
 --            { "noindex" } when a composite board's dense ranks cannot be
 --            counted (its view has no complete index)
+-- runs mode: rows is one { stored, score, ... } per run, the targets are
+--   the first values of the runs that are not empty, in order, and a sixth
+--   element holds the competition counts when style is "both" (counts and
+--   resume are then the dense ones), else {}, and a seventh is 1 when the
+--   dense counts were walked (no usable index), else 0: a page deeper than
+--   the budget of a walk is then refused like a read of it alone
 --
 -- Only commands of rankflow's ACL are called (ZCARD, ZRANGE, ZREVRANGE,
 -- ZRANK, ZREVRANK, ZSCORE, HGET): "how many are better" is the rank of the
@@ -48,6 +58,8 @@ tie = ARGV[5]
 if ARGV[6] ~= "" then cfields, cdir = cspec(ARGV[6]) end
 local indexed = ARGV[7] == "1"
 local ARG0 = 8
+-- Whether dense counts were walked rather than read from the index.
+local walked = false
 
 -- Rank (0-based, board order) of a stored member of the view, or nil.
 local function rank_of(k, stored)
@@ -145,6 +157,7 @@ local function count(targets)
     if cfields then return {}, { "noindex" } end
     local scores = {}
     for i, t in ipairs(targets) do scores[i] = t[3] end
+    walked = true
     return walk(scores, 0, nil)
   end
   return counts, {}
@@ -164,6 +177,30 @@ local function texts(targets)
     if cfields then out[i] = t[1] else out[i] = t[3] end
   end
   return out
+end
+
+if mode == "runs" then
+  local total = redis.call("ZCARD", key)
+  local runs, targets = {}, {}
+  for i = ARG0, #ARGV - 1, 2 do
+    local rows
+    if desc then
+      rows = redis.call("ZREVRANGE", key, ARGV[i], ARGV[i + 1], "WITHSCORES")
+    else
+      rows = redis.call("ZRANGE", key, ARGV[i], ARGV[i + 1], "WITHSCORES")
+    end
+    runs[#runs + 1] = rows
+    -- Each run is contiguous: only its first value needs counting.
+    if #rows > 0 then targets[#targets + 1] = target(rows[1], rows[2]) end
+  end
+  local competition = {}
+  if style == "both" then
+    style = "competition"
+    competition = count(targets)
+    style = "dense"
+  end
+  local counts, resume = count(targets)
+  return { total, runs, texts(targets), counts, resume, competition, walked and 1 or 0 }
 end
 
 if mode == "walk" then

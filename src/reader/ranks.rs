@@ -41,7 +41,7 @@ pub(crate) const RANKS_LUA: &str = concat!(
 pub(crate) const DENSE_BUDGET: u64 = 1_000;
 
 /// How ranks are numbered among equal values.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RankStyle {
     /// 1, 2, 3, 4: every member its own rank (ties in stored order).

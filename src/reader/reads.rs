@@ -18,7 +18,7 @@ use crate::board::composite;
 use crate::board::keys;
 
 impl Reader {
-    fn locate(&self, q: &Query) -> Result<Located<'_>, ReadError> {
+    pub(super) fn locate(&self, q: &Query) -> Result<Located<'_>, ReadError> {
         locate(&self.boards, self.clock.now_ms(), q)
     }
 
@@ -37,7 +37,7 @@ impl Reader {
         Ok(evicted.get(board_index).copied().unwrap_or(0))
     }
 
-    async fn prepare(&self, at: &Located<'_>) -> Result<(), ReadError> {
+    pub(super) async fn prepare(&self, at: &Located<'_>) -> Result<(), ReadError> {
         if at.window {
             self.trim_window(at.board_index, &at.tag).await?;
         }
@@ -62,7 +62,7 @@ impl Reader {
         Ok(())
     }
 
-    fn list(
+    pub(super) fn list(
         &self,
         q: &Query,
         at: &Located<'_>,
@@ -328,7 +328,7 @@ impl Reader {
     }
 
     /// `ZREVRANGE` / `ZRANGE` of 0-based ranks `start ..= stop`.
-    fn range_cmd(&self, at: &Located<'_>, start: u64, stop: u64) -> redis::Cmd {
+    pub(super) fn range_cmd(&self, at: &Located<'_>, start: u64, stop: u64) -> redis::Cmd {
         let command = match at.board.order {
             Order::Desc => "ZREVRANGE",
             Order::Asc => "ZRANGE",
@@ -366,7 +366,11 @@ impl Reader {
 
     /// Whether the view's key exists, and the member's 0-based rank and
     /// score in it.
-    async fn rank_of(&self, at: &Located<'_>, member: &str) -> Result<Lookup, ReadError> {
+    pub(super) async fn rank_of(
+        &self,
+        at: &Located<'_>,
+        member: &str,
+    ) -> Result<Lookup, ReadError> {
         let exists = redis::cmd("EXISTS").arg(&at.key).clone();
         let stored = match composite::helper_of(at.board) {
             None => member.to_string(),
@@ -415,11 +419,11 @@ impl Reader {
 }
 
 /// What Redis has of a member in a view.
-struct Lookup {
+pub(super) struct Lookup {
     /// Whether the view's key exists at all.
-    exists: bool,
+    pub(super) exists: bool,
     /// 0-based rank and score, if the member is in it.
-    hit: Option<(u64, f64)>,
+    pub(super) hit: Option<(u64, f64)>,
     /// The member as stored (tie key, composite codes) when looked up.
-    stored: String,
+    pub(super) stored: String,
 }

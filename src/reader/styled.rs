@@ -15,6 +15,7 @@ use super::error::{BadParam, ReadError};
 use super::handle::Reader;
 use super::locate::Located;
 use super::ranks::{self, DENSE_BUDGET, RankStyle, Styler};
+use super::sheet::{DenseLimit, Run, Styles, walk_too_long};
 use crate::board::Order;
 use crate::board::composite;
 use crate::board::keys;
@@ -24,17 +25,23 @@ use crate::sink::store::{Store, StoreError};
 struct Counted {
     /// Members in the view (0: no key).
     total: u64,
-    /// The mode's rows, flat.
+    /// The mode's rows, flat (one array per run in `runs` mode).
     rows: Vec<Value>,
     /// The distinct values asked about, best first: a score as Redis
     /// prints it, or a composite tuple's index entry.
     targets: Vec<String>,
     /// Per target, the count of better members (competition) or distinct
-    /// better values (dense).
+    /// better values (dense; dense when both were asked).
     counts: Vec<u64>,
+    /// Per target, the count of better members when both styles were
+    /// asked (`runs` mode), else empty.
+    competition: Vec<u64>,
     /// Why the dense counts are missing: a composite board's view without
-    /// its index, or a walk longer than `[http] max_read_entries`.
+    /// its index, or a walk longer than `[http] max_read_entries`. A walk
+    /// cut short still counted the targets it reached.
     refused: Option<BadParam>,
+    /// `runs` mode: the dense counts were walked, with this budget in all.
+    walked: Option<u64>,
 }
 
 /// A call's view size, rows, and counts by target.
@@ -69,6 +76,11 @@ struct Parts {
     targets: Vec<String>,
     counts: Vec<u64>,
     resume: Vec<Value>,
+    /// The competition counts of `runs` mode with both styles.
+    competition: Vec<u64>,
+    /// `runs` mode: the dense counts were walked (the view has no usable
+    /// index).
+    walked: bool,
 }
 
 impl Call {
@@ -102,14 +114,24 @@ impl Call {
 
     async fn eval(&self, store: &Store, args: &[String]) -> Result<Parts, StoreError> {
         let keys: Vec<&str> = self.keys.iter().map(String::as_str).collect();
-        let reply = ranks::eval(store, &keys, args).await?;
-        let (total, rows, targets, counts, resume): Reply = convert(reply)?;
+        let mut all: Vec<Value> = convert(ranks::eval(store, &keys, args).await?)?;
+        // `runs` mode adds the competition counts and the walked flag.
+        let (competition, walked) = match all.len() {
+            7 => {
+                let walked: u8 = convert(all.remove(6))?;
+                (convert(all.remove(5))?, walked == 1)
+            }
+            _ => (Vec::new(), false),
+        };
+        let (total, rows, targets, counts, resume): Reply = convert(Value::Array(all))?;
         Ok(Parts {
             total,
             rows,
             targets,
             counts,
             resume,
+            competition,
+            walked,
         })
     }
 }
@@ -119,17 +141,6 @@ fn no_index(board: &str) -> BadParam {
         "rank",
         format!(
             "rank=dense on composite board {board} needs the view's dense-rank index, which this period does not have (board option dense_ranks = false, or the period began before the index was kept); use rank=competition or rank=ordinal"
-        ),
-    )
-}
-
-/// The refusal of a dense rank that would walk more than `max` distinct
-/// values of `board` (`[http] max_read_entries`).
-fn walk_too_long(board: &str, max: u64) -> BadParam {
-    BadParam::new(
-        "rank",
-        format!(
-            "rank=dense here would walk more than {max} distinct values of board {board} one at a time (this view has no dense-rank index), more entries than one read may walk ([http] max_read_entries): use rank=competition or rank=ordinal, or raise the setting"
         ),
     )
 }
@@ -179,6 +190,8 @@ impl Reader {
             targets,
             mut counts,
             mut resume,
+            competition,
+            walked,
         } = call.eval(&self.store, &args).await?;
         let mut refused = (resume.len() == 1).then(|| no_index(&at.board.name));
         let mut spent = 0;
@@ -209,7 +222,9 @@ impl Reader {
             rows,
             targets,
             counts,
+            competition,
             refused,
+            walked: walked.then_some(max),
         })
     }
 
@@ -239,6 +254,65 @@ impl Reader {
             e.rank = rank;
         }
         Ok((total, entries))
+    }
+
+    /// `runs` (0-based ranks, inclusive, in rank order and apart) in one
+    /// call, each with its ranks in `styles` (see [`Run`]): the view's
+    /// size, the runs, and why dense ranks were refused, if they were.
+    pub(super) async fn styled_runs(
+        &self,
+        at: &Located<'_>,
+        runs: &[(u64, u64)],
+        styles: Styles,
+    ) -> Result<(u64, Vec<Run>, DenseLimit), ReadError> {
+        let extra = runs
+            .iter()
+            .flat_map(|(a, b)| [a.to_string(), b.to_string()])
+            .collect();
+        let counted = self.counted(at, "runs", styles.arg(), extra).await?;
+        let (competition, dense) = match (styles.competition, styles.dense) {
+            (true, true) => (counted.competition, counted.counts),
+            (true, false) => (counted.counts, Vec::new()),
+            _ => (Vec::new(), counted.counts),
+        };
+        let limit = DenseLimit {
+            refused: counted.refused,
+            walked: counted.walked,
+        };
+        let mut out = Vec::with_capacity(runs.len());
+        // The targets are the first values of the runs that are not empty.
+        let mut first = 0;
+        for (&(start, stop), rows) in runs.iter().zip(counted.rows) {
+            let raw: Vec<(Vec<u8>, f64)> = convert(rows)?;
+            let groups = value_groups(at, &raw);
+            let entries = self.entries(at, start, raw);
+            let ranked: Vec<(u64, u64)> = entries.iter().map(|e| e.rank).zip(groups).collect();
+            // A refused walk still counted the runs it reached, those
+            // whose first value is within its budget: the others have no
+            // dense ranks.
+            let styled = |wanted: bool, style: RankStyle, counts: &[u64]| {
+                if !wanted || ranked.is_empty() {
+                    return Ok(Vec::new());
+                }
+                match counts.get(first) {
+                    Some(&better) => Ok(Styler::new(style, better).page(&ranked)),
+                    None if style == RankStyle::Dense && limit.refused.is_some() => Ok(Vec::new()),
+                    None => Err(StoreError::Protocol(format!(
+                        "no {} count for run {start}",
+                        style.name()
+                    ))),
+                }
+            };
+            out.push(Run {
+                start,
+                stop,
+                competition: styled(styles.competition, RankStyle::Competition, &competition)?,
+                dense: styled(styles.dense, RankStyle::Dense, &dense)?,
+                entries,
+            });
+            first += usize::from(!ranked.is_empty());
+        }
+        Ok((counted.total, out, limit))
     }
 
     /// The entries of those of `ids` (distinct) that are in the view, in

@@ -30,6 +30,7 @@ mod deadletter;
 mod decode_equivalence;
 mod docs;
 mod exact_sums;
+mod fanout;
 mod grace_change;
 mod history;
 mod history_docs;

@@ -1,26 +1,40 @@
-//! The fan-out behind live views (docs/http-api.md, issue 13 point 3): one poller
-//! task per distinct stream query, shared by every client of that query,
+//! The fan-out behind live views (docs/http-api.md, "Live views"): one poller
+//! task per board view that streams follow (board, view, period and
+//! scopes; and the member, for member streams), shared by every stream of
+//! that view whatever page or rank style it asks for; the cap on pollers
 //! and the cap on open streams.
 //!
-//! A poller reads its view once per [`TICK`] and publishes the JSON in a
-//! `tokio::sync::watch` channel only when it changed. A watch channel holds
-//! one value, so a slow client never builds a backlog: when it gets round to
-//! reading, it sees the newest state and skips the ones in between. The
-//! poller stops on the first tick that finds no subscriber left (or at
-//! shutdown), so an idle view costs nothing.
+//! A stream asks its view's poller for a *lens* ([`Poll::Lens`]: its page
+//! and rank style, say): streams asking the same share one
+//! `tokio::sync::watch` channel. The poller reads its view once per
+//! [`TICK`] for all its lenses together (one Redis read of what they need
+//! between them), then publishes each lens's JSON only when it changed. A
+//! watch channel holds one value, so a slow client never builds a backlog:
+//! when it gets round to reading, it sees the newest state and skips the
+//! ones in between. A new lens wakes the poller for a read at once rather
+//! than at the next tick. The poller drops a lens at the first read after
+//! its last subscriber left, and stops when none is left (or at shutdown),
+//! so an idle view costs nothing.
+//!
+//! Since each poller costs a Redis read per tick, there are at most
+//! `max_pollers` of them (`[http] max_pollers`): a stream that would start
+//! one more is refused, so what clients ask for cannot multiply the reads.
 //!
 //! Event ids are wall-clock milliseconds of the read that found the change
-//! (one more than the last id when the clock has not moved on), so they keep
-//! increasing across a poller's restart and across a restart of rankflow: a
-//! client that reconnects with `Last-Event-ID` never sees an id go back.
+//! (one more than the lens's last id when the clock has not moved on), so
+//! they keep increasing across a poller's restart and across a restart of
+//! rankflow: a client that reconnects with `Last-Event-ID` never sees an id
+//! go back.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::future::Future;
+use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::time::MissedTickBehavior;
 
 use crate::api::error::ApiError;
@@ -30,7 +44,10 @@ use crate::telemetry::events::{StreamPushed, StreamsOpen};
 /// views (docs/http-api.md), and the most Redis reads one view costs per second.
 pub(crate) const TICK: Duration = Duration::from_millis(250);
 
-/// One published state of a view.
+/// The default of `[http] max_pollers`.
+const DEFAULT_MAX_POLLERS: usize = 1_024;
+
+/// One published state of a lens.
 #[derive(Debug)]
 pub(crate) struct Snapshot {
     /// The SSE `id:`.
@@ -41,7 +58,7 @@ pub(crate) struct Snapshot {
     pub(crate) data: String,
 }
 
-/// What a poller's channel holds.
+/// What a lens's channel holds.
 #[derive(Debug, Clone)]
 pub(crate) enum State {
     /// The first read has not finished.
@@ -52,13 +69,24 @@ pub(crate) enum State {
     Failed(ApiError),
 }
 
-/// What one read of a view found.
+/// What one read found for one lens.
 pub(crate) struct Change {
     pub(crate) event: Option<&'static str>,
     pub(crate) data: String,
     /// The view can no longer change (an archived period): the poller
-    /// stops reading and only waits for its subscribers to leave.
+    /// stops reading for this lens and only waits for its subscribers to
+    /// leave.
     pub(crate) last: bool,
+}
+
+/// One lens's part of a read: `Ok(None)` when nothing changed since its
+/// last `Some`.
+pub(crate) type Outcome = Result<Option<Change>, ApiError>;
+
+/// A lens, with what its poller remembers of it between reads.
+pub(crate) struct Sub<L, M> {
+    pub(crate) lens: L,
+    pub(crate) memory: M,
 }
 
 /// A view a poller reads.
@@ -66,18 +94,67 @@ pub(crate) trait Poll: Send + 'static {
     /// `top` or `member`, the label of `rankflow_stream_events_total`.
     const KIND: &'static str;
 
-    /// Reads the view; `Ok(None)` when nothing changed since the last
-    /// `Some`.
-    fn poll(&mut self) -> impl Future<Output = Result<Option<Change>, ApiError>> + Send;
+    /// What one stream asks of the view (its page, its rank style):
+    /// streams asking the same share one channel.
+    type Lens: Clone + Eq + Hash + Send + Sync + 'static;
+
+    /// What the poller keeps of a lens between reads (the last state
+    /// sent), to tell a change.
+    type Memory: Default + Send + 'static;
+
+    /// Reads the view once for all `subs` and returns each one's outcome,
+    /// in their order; `Err` when the read failed for all of them.
+    fn poll(
+        &mut self,
+        subs: &mut [Sub<Self::Lens, Self::Memory>],
+    ) -> impl Future<Output = Result<Vec<Outcome>, ApiError>> + Send;
 }
 
 type Channel = Arc<watch::Sender<State>>;
 
+/// The lenses of one poller: shared by the poller and [`StreamHub::subscribe`].
+struct Lenses<L> {
+    channels: Mutex<HashMap<L, Channel>>,
+    /// Wakes the poller for a read at once when a lens is added.
+    wake: Notify,
+}
+
+impl<L: Eq + Hash> Lenses<L> {
+    fn new() -> Lenses<L> {
+        Lenses {
+            channels: Mutex::new(HashMap::new()),
+            wake: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<L, Channel>> {
+        // Each operation under this lock is one insert, lookup or retain,
+        // so a poisoned lock still holds a consistent map.
+        self.channels.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A receiver of `lens`, adding it (and waking the poller) if new.
+    fn join(&self, lens: L) -> watch::Receiver<State> {
+        let mut channels = self.lock();
+        if let Some(tx) = channels.get(&lens) {
+            return tx.subscribe();
+        }
+        let (tx, rx) = watch::channel(State::Pending);
+        channels.insert(lens, Arc::new(tx));
+        self.wake.notify_one();
+        rx
+    }
+}
+
+/// Pollers by view key; each is the [`Lenses`] of its view's lens type.
+type Pollers = HashMap<String, Arc<dyn Any + Send + Sync>>;
+
 /// The pollers and the count of open streams; one per HTTP server.
 pub struct StreamHub {
     max_streams: usize,
+    max_pollers: usize,
     open: AtomicUsize,
-    pollers: Mutex<HashMap<String, Channel>>,
+    pollers: Mutex<Pollers>,
     shutdown: watch::Receiver<bool>,
     /// Keeps `shutdown` open for a hub made by [`StreamHub::default`],
     /// which no one shuts down.
@@ -85,7 +162,8 @@ pub struct StreamHub {
 }
 
 impl Default for StreamHub {
-    /// At most 10,000 streams, and no shutdown signal (tests, embedding).
+    /// At most 10,000 streams and 1,024 pollers, and no shutdown signal
+    /// (tests, embedding).
     fn default() -> StreamHub {
         let (tx, rx) = watch::channel(false);
         let mut hub = StreamHub::new(10_000, rx);
@@ -95,16 +173,24 @@ impl Default for StreamHub {
 }
 
 impl StreamHub {
-    /// A hub allowing `max_streams` open streams (`[http] max_streams`),
-    /// all of which end when `shutdown` turns true.
+    /// A hub allowing `max_streams` open streams (`[http] max_streams`)
+    /// and 1,024 pollers, all of which end when `shutdown` turns true.
     pub fn new(max_streams: usize, shutdown: watch::Receiver<bool>) -> StreamHub {
         StreamHub {
             max_streams,
+            max_pollers: DEFAULT_MAX_POLLERS,
             open: AtomicUsize::new(0),
             pollers: Mutex::new(HashMap::new()),
             shutdown,
             _never: None,
         }
+    }
+
+    /// The same hub running at most `max_pollers` pollers (`[http]
+    /// max_pollers`, at least 1): distinct views followed at once.
+    pub fn with_max_pollers(mut self, max_pollers: usize) -> StreamHub {
+        self.max_pollers = max_pollers.max(1);
+        self
     }
 
     /// The shutdown signal streams end on.
@@ -118,7 +204,7 @@ impl StreamHub {
         self.lock().len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Channel>> {
+    fn lock(&self) -> MutexGuard<'_, Pollers> {
         // A panic while holding this lock leaves the map consistent (each
         // operation is one insert or remove), so a poisoned lock is usable.
         self.pollers.lock().unwrap_or_else(|e| e.into_inner())
@@ -139,36 +225,60 @@ impl StreamHub {
         self.max_streams
     }
 
-    /// A receiver of the view `key`, starting its poller with `make` when
-    /// none runs. `key` must tell apart every query that reads differently.
+    pub(crate) fn max_pollers(&self) -> usize {
+        self.max_pollers
+    }
+
+    /// A receiver of `lens` of the view `key`, starting the view's poller
+    /// with `make` when none runs; `None` when that would be one poller
+    /// more than `max_pollers`. `key` must tell apart every view that
+    /// reads differently, and name the kind of view (`top ...`,
+    /// `member ...`), so that one key always has one lens type.
     pub(crate) fn subscribe<P: Poll>(
         self: &Arc<Self>,
         key: String,
+        lens: P::Lens,
         make: impl FnOnce() -> P,
-    ) -> watch::Receiver<State> {
+    ) -> Option<watch::Receiver<State>> {
         let mut pollers = self.lock();
-        if let Some(tx) = pollers.get(&key) {
-            return tx.subscribe();
+        if let Some(found) = pollers.get(&key) {
+            let lenses = found.clone().downcast::<Lenses<P::Lens>>().ok()?;
+            return Some(lenses.join(lens));
         }
-        let (tx, rx) = watch::channel(State::Pending);
-        let tx = Arc::new(tx);
-        pollers.insert(key.clone(), tx.clone());
+        if pollers.len() >= self.max_pollers {
+            return None;
+        }
+        let lenses = Arc::new(Lenses::new());
+        let rx = lenses.join(lens);
+        pollers.insert(key.clone(), lenses.clone());
         tracing::debug!(key = %key, "Started a live-view poller.");
-        tokio::spawn(run(self.clone(), key, tx, make()));
-        rx
+        tokio::spawn(run(self.clone(), key, lenses, make()));
+        Some(rx)
     }
 
-    /// Removes `key`'s poller if no one listens any more; the check and
-    /// the removal are under the lock [`subscribe`](Self::subscribe) takes,
-    /// so a client never joins a poller that is about to stop.
-    fn leave_if_unused(&self, key: &str, tx: &Channel) -> bool {
+    /// The lenses of `key`'s poller that someone still listens to; `None`,
+    /// with the poller removed, when no one does. Under the lock
+    /// [`subscribe`](Self::subscribe) takes, so a client never joins a
+    /// poller that is about to stop.
+    fn live<L: Clone + Eq + Hash>(
+        &self,
+        key: &str,
+        lenses: &Lenses<L>,
+    ) -> Option<Vec<(L, Channel)>> {
         let mut pollers = self.lock();
-        if tx.receiver_count() > 0 {
-            return false;
+        let mut channels = lenses.lock();
+        channels.retain(|_, tx| tx.receiver_count() > 0);
+        if channels.is_empty() {
+            pollers.remove(key);
+            tracing::debug!(key = %key, "Stopped a live-view poller: its last subscriber left.");
+            return None;
         }
-        pollers.remove(key);
-        tracing::debug!(key = %key, "Stopped a live-view poller: its last subscriber left.");
-        true
+        Some(
+            channels
+                .iter()
+                .map(|(l, tx)| (l.clone(), tx.clone()))
+                .collect(),
+        )
     }
 }
 
@@ -185,52 +295,112 @@ impl Drop for Permit {
     }
 }
 
-/// The poller of one view: reads every [`TICK`], publishes changes, stops
-/// when unused or at shutdown.
-async fn run<P: Poll>(hub: Arc<StreamHub>, key: String, tx: Channel, mut view: P) {
+/// What a poller keeps of one lens.
+struct Slot<M> {
+    tx: Channel,
+    memory: M,
+    last_id: u64,
+    /// The lens's view can no longer change: no more reads for it.
+    finished: bool,
+    /// Its reads fail after it had a state (said once per outage).
+    failing: bool,
+}
+
+impl<M: Default> Slot<M> {
+    fn new(tx: Channel) -> Slot<M> {
+        Slot {
+            tx,
+            memory: M::default(),
+            last_id: 0,
+            finished: false,
+            failing: false,
+        }
+    }
+
+    /// Publishes what a read found for this lens.
+    fn publish(&mut self, key: &str, kind: &'static str, outcome: Outcome) {
+        match outcome {
+            Ok(Some(change)) => {
+                self.failing = false;
+                self.finished = change.last;
+                self.last_id = next_id(self.last_id);
+                self.tx.send_replace(State::Ready(Arc::new(Snapshot {
+                    id: self.last_id,
+                    event: change.event,
+                    data: change.data,
+                })));
+                StreamPushed { kind }.emit();
+            }
+            Ok(None) => self.failing = false,
+            Err(e) if matches!(*self.tx.borrow(), State::Ready(_)) => {
+                // Subscribers keep the last good state; one line per outage.
+                if !self.failing {
+                    tracing::warn!(key = %key, error = %e.body.error, "A live view could not be read; its streams keep the last state until a read succeeds.");
+                }
+                self.failing = true;
+            }
+            Err(e) => {
+                self.tx.send_replace(State::Failed(e));
+            }
+        }
+    }
+}
+
+type Slots<P> = HashMap<<P as Poll>::Lens, Slot<<P as Poll>::Memory>>;
+
+/// The poller of one view: reads every [`TICK`] (and when a lens is
+/// added), publishes changes, stops when unused or at shutdown.
+async fn run<P: Poll>(hub: Arc<StreamHub>, key: String, lenses: Arc<Lenses<P::Lens>>, mut view: P) {
     let mut shutdown = hub.shutdown();
     let mut tick = tokio::time::interval(TICK);
     // After a slow read (a rolling view being computed), wait a whole tick
     // rather than catch up with a burst of reads.
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let (mut last_id, mut finished, mut failing) = (0u64, false, false);
+    let mut slots: Slots<P> = HashMap::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
+            _ = lenses.wake.notified() => {}
             _ = shutdown.wait_for(|s| *s) => {
                 hub.lock().remove(&key);
                 return;
             }
         }
-        if hub.leave_if_unused(&key, &tx) {
+        let Some(live) = hub.live(&key, &lenses) else {
             return;
+        };
+        let live: HashMap<P::Lens, Channel> = live.into_iter().collect();
+        slots.retain(|lens, _| live.contains_key(lens));
+        for (lens, tx) in live {
+            slots.entry(lens).or_insert_with(|| Slot::new(tx));
         }
-        if finished {
-            continue;
-        }
-        match view.poll().await {
-            Ok(Some(change)) => {
-                failing = false;
-                finished = change.last;
-                last_id = next_id(last_id);
-                tx.send_replace(State::Ready(Arc::new(Snapshot {
-                    id: last_id,
-                    event: change.event,
-                    data: change.data,
-                })));
-                StreamPushed { kind: P::KIND }.emit();
-            }
-            Ok(None) => failing = false,
-            Err(e) if matches!(*tx.borrow(), State::Ready(_)) => {
-                // Subscribers keep the last good state; one line per outage.
-                if !failing {
-                    tracing::warn!(key = %key, error = %e.body.error, "A live view could not be read; its streams keep the last state until a read succeeds.");
-                }
-                failing = true;
-            }
-            Err(e) => {
-                tx.send_replace(State::Failed(e));
-            }
+        read(&key, &mut view, &mut slots).await;
+    }
+}
+
+/// One read of the view for its lenses still open to change, published.
+async fn read<P: Poll>(key: &str, view: &mut P, slots: &mut Slots<P>) {
+    let mut open: Vec<(&P::Lens, &mut Slot<P::Memory>)> =
+        slots.iter_mut().filter(|(_, s)| !s.finished).collect();
+    if open.is_empty() {
+        return;
+    }
+    let mut subs: Vec<Sub<P::Lens, P::Memory>> = open
+        .iter_mut()
+        .map(|(lens, slot)| Sub {
+            lens: (*lens).clone(),
+            memory: std::mem::take(&mut slot.memory),
+        })
+        .collect();
+    let outcomes: Vec<Option<Outcome>> = match view.poll(&mut subs).await {
+        Ok(outcomes) => outcomes.into_iter().map(Some).collect(),
+        Err(e) => subs.iter().map(|_| Some(Err(e.clone()))).collect(),
+    };
+    let outcomes = outcomes.into_iter().chain(std::iter::repeat_with(|| None));
+    for (((_, slot), sub), outcome) in open.into_iter().zip(subs).zip(outcomes) {
+        slot.memory = sub.memory;
+        if let Some(outcome) = outcome {
+            slot.publish(key, P::KIND, outcome);
         }
     }
 }
@@ -269,31 +439,55 @@ mod tests {
         assert!(hub.permit().is_some());
     }
 
-    struct Counter(u32);
+    /// Counts its reads; each lens (a number) gets its number and the
+    /// read count once, on its first read.
+    struct Counter(Arc<AtomicUsize>);
 
     impl Poll for Counter {
         const KIND: &'static str = "top";
-        async fn poll(&mut self) -> Result<Option<Change>, ApiError> {
-            self.0 += 1;
-            // Changes on the first read only.
-            Ok((self.0 == 1).then(|| Change {
-                event: None,
-                data: "x".into(),
-                last: false,
-            }))
+        type Lens = u32;
+        type Memory = bool;
+
+        async fn poll(&mut self, subs: &mut [Sub<u32, bool>]) -> Result<Vec<Outcome>, ApiError> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok(subs
+                .iter_mut()
+                .map(|s| {
+                    let first = !std::mem::replace(&mut s.memory, true);
+                    Ok(first.then(|| Change {
+                        event: None,
+                        data: format!("{} {n}", s.lens),
+                        last: false,
+                    }))
+                })
+                .collect())
+        }
+    }
+
+    async fn ready(rx: &mut watch::Receiver<State>) -> String {
+        let state = rx.wait_for(|s| matches!(s, State::Ready(_))).await;
+        match state.as_deref() {
+            Ok(State::Ready(s)) => s.data.clone(),
+            other => panic!("{other:?}"),
         }
     }
 
     #[tokio::test]
-    async fn subscribers_share_a_poller_that_stops_when_they_leave() {
+    async fn lenses_share_their_view_poller_that_stops_when_they_leave() {
         let hub = Arc::new(StreamHub::default());
-        let mut a = hub.subscribe("k".into(), || Counter(0));
-        let b = hub.subscribe("k".into(), || Counter(100));
+        let reads = Arc::new(AtomicUsize::new(0));
+        let counter = || Counter(reads.clone());
+        let mut a = hub.subscribe("k".into(), 1, counter).unwrap();
+        let b = hub.subscribe("k".into(), 1, counter).unwrap();
+        let mut c = hub.subscribe("k".into(), 2, counter).unwrap();
         assert_eq!(hub.pollers(), 1);
-        let first = a.wait_for(|s| matches!(s, State::Ready(_))).await;
-        assert!(first.is_ok());
-        drop(first);
-        drop((a, b));
+        assert!(ready(&mut a).await.starts_with("1 "));
+        assert!(ready(&mut c).await.starts_with("2 "));
+        // A few ticks: one read each, whatever the lenses.
+        tokio::time::sleep(TICK * 4).await;
+        let n = reads.load(Ordering::SeqCst);
+        assert!((3..=7).contains(&n), "{n} reads in 4 ticks");
+        drop((a, b, c));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
         while hub.pollers() > 0 {
             assert!(
@@ -302,5 +496,19 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    #[tokio::test]
+    async fn one_view_more_than_max_pollers_is_refused() {
+        let hub = Arc::new(StreamHub::default().with_max_pollers(2));
+        let reads = Arc::new(AtomicUsize::new(0));
+        let counter = || Counter(reads.clone());
+        let a = hub.subscribe("a".into(), 1, counter);
+        let b = hub.subscribe("b".into(), 1, counter);
+        assert!(a.is_some() && b.is_some());
+        assert!(hub.subscribe("c".into(), 1, counter).is_none());
+        // Another lens of a view already followed needs no poller.
+        assert!(hub.subscribe("a".into(), 7, counter).is_some());
+        assert_eq!(hub.pollers(), 2);
     }
 }

@@ -1,10 +1,18 @@
-//! What the live-view pollers read: a top-N list ([`TopView`]) and one
-//! member with who passed it ([`MemberView`]), each turned into the JSON of
-//! an event only when it changed.
+//! What the live-view pollers read: a page of a board view
+//! ([`TopView`], each stream's [`Page`] taken from one shared read) and one
+//! member with who passed it ([`MemberView`], each stream's rank style
+//! taken from one shared read), each turned into the JSON of an event only
+//! when it changed for that stream.
 //!
-//! The member stream reads the member's neighbourhood (`around`, [`RADIUS`]
-//! ranks on each side: one read per tick, whatever the board's size) and
-//! compares it with the neighbourhood at its previous event:
+//! One read of a top view covers at most [`MAX_SHARED`] ranks (`[http]
+//! max_read_entries` if lower), its pages' runs together: the pages
+//! already sent are always served, a new one only if it still fits, else
+//! its stream is refused (503, or 400 naming `limit` when the page alone
+//! is too long), so what streams ask for cannot make a read grow.
+//!
+//! The member stream reads the member's neighbourhood ([`RADIUS`] ranks on
+//! each side: one read per tick, whatever the board's size) and compares it
+//! with the neighbourhood at its previous event ([`passes`]):
 //! `"overtaken_by"` names the members now ahead of it that were behind it
 //! then, `"overtook"` the members now behind it that were ahead of it then.
 //! The limit of that: a member that came from further than [`RADIUS`]
@@ -12,38 +20,143 @@
 //! whether it was ahead or behind is unknown; the member's rank still
 //! shows the change.
 
+use std::collections::HashSet;
+
+use axum::http::StatusCode;
 use serde::Serialize;
 
-use super::hub::{Change, Poll};
+use super::hub::{Change, Outcome, Poll, Sub};
 use crate::api::error::ApiError;
-use crate::reader::{self, Entry, List, MemberEntry, RankStyle, ReadError, Reader, Source};
+use crate::reader::{
+    self, BadParam, Entry, List, MAX_SHARED, MemberEntry, Near, RankStyle, ReadError, Reader,
+    Sheet, Source, Styles,
+};
 
 /// Ranks read on each side of a streamed member.
 pub(crate) const RADIUS: usize = 10;
 
-/// The top-N list of one query, as the `top` endpoint answers it.
+/// One view's pages, as the `top` endpoint answers them.
 pub(crate) struct TopView {
     pub(crate) reader: Reader,
     pub(crate) query: reader::Query,
+}
+
+/// What one top stream asks of its view.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Page {
     pub(crate) offset: usize,
     pub(crate) limit: usize,
     pub(crate) rank: RankStyle,
-    pub(crate) last: Option<String>,
+    /// The scopes of a union as this stream listed them (its `"scopes"`).
+    pub(crate) scopes: Option<Vec<String>>,
 }
 
 impl Poll for TopView {
     const KIND: &'static str = "top";
+    type Lens = Page;
+    /// The JSON last sent.
+    type Memory = Option<String>;
 
-    async fn poll(&mut self) -> Result<Option<Change>, ApiError> {
-        let list = self
-            .reader
-            .top_ranked(&self.query, self.offset, self.limit, self.rank)
-            .await?;
+    async fn poll(
+        &mut self,
+        subs: &mut [Sub<Page, Option<String>>],
+    ) -> Result<Vec<Outcome>, ApiError> {
+        let max = MAX_SHARED.min(self.reader.max_read_entries());
+        let served = served(subs, max);
+        let windows: Vec<(u64, u64)> = subs
+            .iter()
+            .zip(&served)
+            .filter(|(_, served)| **served)
+            .map(|(s, _)| window(&s.lens))
+            .collect();
+        let ranks = subs.iter().zip(&served).filter(|(_, served)| **served);
+        let styles = Styles::of(ranks.map(|(s, _)| s.lens.rank));
+        let sheet = self.reader.pages(&self.query, &windows, styles).await?;
+        let mut out = Vec::with_capacity(subs.len());
+        for (sub, served) in subs.iter_mut().zip(served) {
+            out.push(match served {
+                true => self.page(&sheet, sub).await,
+                false => Err(too_wide(&sub.lens, max)),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// A page as 0-based start and count.
+fn window(page: &Page) -> (u64, u64) {
+    (page.offset as u64, page.limit as u64)
+}
+
+/// Which of `subs` one read of at most `max` ranks serves: every page
+/// already sent (they fitted when they came), then new ones nearest the
+/// top first, while they fit.
+fn served(subs: &[Sub<Page, Option<String>>], max: u64) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..subs.len()).collect();
+    order.sort_by_key(|&i| {
+        let Page { offset, limit, .. } = subs[i].lens;
+        (
+            subs[i].memory.is_none(),
+            offset.saturating_add(limit),
+            offset,
+        )
+    });
+    let windows: Vec<(u64, u64)> = order.iter().map(|&i| window(&subs[i].lens)).collect();
+    let fit = reader::fitting(&windows, max);
+    let mut served = vec![false; subs.len()];
+    for &i in &order[..fit] {
+        served[i] = true;
+    }
+    served
+}
+
+/// The refusal of a page that a read of its view covering at most `max`
+/// ranks cannot serve: a 400 naming `limit` when the page alone is too
+/// long, else a 503 (the view's other streams take the room).
+fn too_wide(page: &Page, max: u64) -> ApiError {
+    if reader::fitting(&[window(page)], max) == 0 {
+        return BadParam::new(
+            "limit",
+            format!(
+                "limit={} is more ranks than one read of a live view covers here ({max}, [http] max_read_entries): ask for a shorter page",
+                page.limit
+            ),
+        )
+        .into();
+    }
+    tracing::warn!(
+        max_ranks = max,
+        "Refused a stream: its view's shared read would cover too many ranks."
+    );
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "the live streams of this view already read close to {max} ranks per tick between them, the most one read covers ({MAX_SHARED}, or [http] max_read_entries if lower); follow a page nearer the others or try again later"
+        ),
+    )
+}
+
+impl TopView {
+    /// One stream's page of the shared read (or, archived, its own read).
+    async fn page(&self, sheet: &Sheet, sub: &mut Sub<Page, Option<String>>) -> Outcome {
+        let Page {
+            offset,
+            limit,
+            rank,
+            ..
+        } = sub.lens;
+        let mut list = if sheet.archived() {
+            let q = &self.query;
+            self.reader.top_ranked(q, offset, limit, rank).await?
+        } else {
+            sheet.page(offset as u64, limit as u64, rank)?
+        };
+        list.scopes.clone_from(&sub.lens.scopes);
         let data = encode(&list)?;
-        if self.last.as_deref() == Some(data.as_str()) {
+        if sub.memory.as_deref() == Some(data.as_str()) {
             return Ok(None);
         }
-        self.last = Some(data.clone());
+        sub.memory = Some(data.clone());
         Ok(Some(Change {
             event: None,
             data,
@@ -58,10 +171,23 @@ pub(crate) struct MemberView {
     pub(crate) reader: Reader,
     pub(crate) query: reader::Query,
     pub(crate) member: String,
+}
+
+/// What one member stream asks of its view.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Follow {
     pub(crate) rank: RankStyle,
-    /// The neighbourhood at the last event; `None` before the first and
+}
+
+/// What a member stream's poller keeps between events.
+#[derive(Default)]
+pub(crate) struct Followed {
+    /// The member's place at the last event; `None` before the first and
     /// while the member is off the board.
-    pub(crate) last: Option<Seen>,
+    seen: Option<Seen>,
+    /// Whether an event was sent (so a member not found is `absent`, not
+    /// the 404 of a first read).
+    started: bool,
 }
 
 /// The member's place at an event.
@@ -91,48 +217,96 @@ struct Absent<'a> {
     member: &'a str,
 }
 
+/// Who passed whom between two places of a member.
+#[derive(Debug, Default, PartialEq)]
+struct Passes {
+    overtaken_by: Vec<String>,
+    overtook: Vec<String>,
+}
+
 impl Poll for MemberView {
     const KIND: &'static str = "member";
+    type Lens = Follow;
+    type Memory = Followed;
 
-    async fn poll(&mut self) -> Result<Option<Change>, ApiError> {
+    async fn poll(&mut self, subs: &mut [Sub<Follow, Followed>]) -> Result<Vec<Outcome>, ApiError> {
+        let styles = Styles::of(subs.iter().map(|s| s.lens.rank));
         let read = self
             .reader
-            .around_ranked(&self.query, &self.member, RADIUS, self.rank)
+            .near(&self.query, &self.member, RADIUS as u64, styles)
             .await;
-        let list = match read {
-            Ok(list) => list,
-            // Gone after having been there: say so once. Not there at the
-            // first read: the 404 of the member endpoint.
-            Err(ReadError::MemberNotFound { .. }) if self.last.is_some() => {
-                self.last = None;
-                let data = encode(&Absent {
-                    member: &self.member,
-                })?;
-                return Ok(Some(Change {
-                    event: Some("absent"),
-                    data,
-                    last: false,
-                }));
+        let sheet = match read {
+            Ok(sheet) => sheet,
+            Err(ReadError::MemberNotFound { .. }) => {
+                return Ok(subs.iter_mut().map(|s| self.absent(s)).collect());
             }
             Err(e) => return Err(e.into()),
         };
-        let Some(now) = seen(&list, &self.member) else {
-            return Err(ReadError::MemberNotFound {
-                member: self.member.clone(),
+        let mut out = Vec::with_capacity(subs.len());
+        for sub in subs.iter_mut() {
+            out.push(match &sheet {
+                Some(sheet) => self.live(sheet, sub),
+                None => self.archived(sub).await,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl MemberView {
+    /// The member is not on the board: gone after having been there (say
+    /// so once), or not there at the first read (the 404 of the member
+    /// endpoint).
+    fn absent(&self, sub: &mut Sub<Follow, Followed>) -> Outcome {
+        if sub.memory.seen.take().is_none() {
+            if sub.memory.started {
+                return Ok(None);
             }
-            .into());
+            let member = self.member.clone();
+            return Err(ReadError::MemberNotFound { member }.into());
+        }
+        let data = encode(&Absent {
+            member: &self.member,
+        })?;
+        Ok(Some(Change {
+            event: Some("absent"),
+            data,
+            last: false,
+        }))
+    }
+
+    fn live(&self, sheet: &Sheet, sub: &mut Sub<Follow, Followed>) -> Outcome {
+        // Not where it was found a moment before: read again next tick.
+        let Some(near) = sheet.near(&self.member, sub.lens.rank)? else {
+            return Ok(None);
         };
-        if let Some(last) = &self.last
+        self.event(sub, Seen::from(near), sheet.head())
+    }
+
+    /// A past period only the archive has: one read per style, once.
+    async fn archived(&self, sub: &mut Sub<Follow, Followed>) -> Outcome {
+        let (q, member) = (&self.query, &self.member);
+        let list = self
+            .reader
+            .around_ranked(q, member, RADIUS, sub.lens.rank)
+            .await?;
+        let Some(now) = seen_in(&list, member) else {
+            let member = member.clone();
+            return Err(ReadError::MemberNotFound { member }.into());
+        };
+        self.event(sub, now, &list)
+    }
+
+    /// The event for the member's place `now`, if it changed.
+    fn event(&self, sub: &mut Sub<Follow, Followed>, now: Seen, list: &List) -> Outcome {
+        if let Some(last) = &sub.memory.seen
             && (last.rank, last.score, &last.fields) == (now.rank, now.score, &now.fields)
         {
             return Ok(None);
         }
-        let (overtaken_by, overtook) = match &self.last {
-            Some(last) => (
-                crossed(&now.ahead, &last.behind),
-                crossed(&now.behind, &last.ahead),
-            ),
-            None => (Vec::new(), Vec::new()),
+        let passes = match &sub.memory.seen {
+            Some(last) => passes(last, &now),
+            None => Passes::default(),
         };
         let entry = MemberEntry {
             rank: now.rank,
@@ -144,10 +318,13 @@ impl Poll for MemberView {
         let data = encode(&MemberEvent {
             entry: &entry,
             period: list.period.as_deref(),
-            overtaken_by,
-            overtook,
+            overtaken_by: passes.overtaken_by,
+            overtook: passes.overtook,
         })?;
-        self.last = Some(now);
+        sub.memory = Followed {
+            seen: Some(now),
+            started: true,
+        };
         Ok(Some(Change {
             event: None,
             data,
@@ -156,8 +333,21 @@ impl Poll for MemberView {
     }
 }
 
-/// The member's entry in its neighbourhood, and who is on either side.
-fn seen(list: &List, member: &str) -> Option<Seen> {
+impl From<Near> for Seen {
+    fn from(n: Near) -> Seen {
+        Seen {
+            rank: n.entry.rank,
+            score: n.entry.score,
+            fields: n.entry.fields,
+            ahead: n.ahead,
+            behind: n.behind,
+        }
+    }
+}
+
+/// The member's place in a list read around it (the archive's): its
+/// entry, who is on either side.
+fn seen_in(list: &List, member: &str) -> Option<Seen> {
     let at = list.entries.iter().position(|e| e.member == member)?;
     let names = |es: &[Entry]| es.iter().map(|e| e.member.clone()).collect();
     let e = &list.entries[at];
@@ -170,16 +360,29 @@ fn seen(list: &List, member: &str) -> Option<Seen> {
     })
 }
 
+/// Who passed whom between the member's place `then` and `now`, as far
+/// as its two neighbourhoods show (see the module's header).
+fn passes(then: &Seen, now: &Seen) -> Passes {
+    Passes {
+        overtaken_by: crossed(&now.ahead, &then.behind),
+        overtook: crossed(&now.behind, &then.ahead),
+    }
+}
+
 /// The members of `now` (in their order) that are in `then`.
 fn crossed(now: &[String], then: &[String]) -> Vec<String> {
-    now.iter().filter(|m| then.contains(m)).cloned().collect()
+    let then: HashSet<&str> = then.iter().map(String::as_str).collect();
+    now.iter()
+        .filter(|m| then.contains(m.as_str()))
+        .cloned()
+        .collect()
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<String, ApiError> {
     serde_json::to_string(value).map_err(|e| {
         tracing::error!(error = %e, "A live view could not be encoded as JSON.");
         ApiError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            StatusCode::INTERNAL_SERVER_ERROR,
             format!("the view could not be encoded as JSON: {e}"),
         )
     })
@@ -189,38 +392,36 @@ fn encode<T: Serialize>(value: &T) -> Result<String, ApiError> {
 mod tests {
     use super::*;
 
-    fn list(members: &[&str]) -> List {
-        List {
-            board: "b".into(),
-            view: "all".into(),
-            period: None,
-            scope: None,
-            scopes: None,
-            total: members.len() as u64,
-            entries: members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| Entry {
-                    rank: i as u64 + 1,
-                    member: m.to_string(),
-                    score: (100 - i) as f64,
-                    fields: None,
-                })
-                .collect(),
-            source: Source::Live,
+    /// The place of `me` in `members` (in rank order) read from 0-based
+    /// rank `start`.
+    fn place(members: &[&str], start: u64) -> Seen {
+        let at = members.iter().position(|m| *m == "me").unwrap();
+        let names = |ms: &[&str]| ms.iter().map(|m| m.to_string()).collect();
+        Seen {
+            rank: start + at as u64 + 1,
+            score: 1.0,
+            fields: None,
+            ahead: names(&members[..at]),
+            behind: names(&members[at + 1..]),
+        }
+    }
+
+    fn passed(by: &[&str], overtook: &[&str]) -> Passes {
+        let names = |ms: &[&str]| ms.iter().map(|m| m.to_string()).collect();
+        Passes {
+            overtaken_by: names(by),
+            overtook: names(overtook),
         }
     }
 
     #[test]
     fn who_passed_whom_between_two_neighbourhoods() {
-        let then = seen(&list(&["a", "b", "me", "c", "d"]), "me").unwrap();
+        let then = place(&["a", "b", "me", "c", "d"], 0);
         // c and d passed me; I passed b.
-        let now = seen(&list(&["a", "c", "d", "me", "b"]), "me").unwrap();
-        assert_eq!(crossed(&now.ahead, &then.behind), vec!["c", "d"]);
-        assert_eq!(crossed(&now.behind, &then.ahead), vec!["b"]);
+        let now = place(&["a", "c", "d", "me", "b"], 0);
+        assert_eq!(passes(&then, &now), passed(&["c", "d"], &["b"]));
         // A newcomer ahead (e, not seen before) is not named.
-        let now = seen(&list(&["e", "a", "b", "me"]), "me").unwrap();
-        assert!(crossed(&now.ahead, &then.behind).is_empty());
-        assert!(seen(&list(&["a"]), "me").is_none());
+        let now = place(&["e", "a", "b", "me"], 0);
+        assert_eq!(passes(&then, &now), passed(&[], &[]));
     }
 }

@@ -13,6 +13,7 @@ pub mod history;
 pub mod offsets;
 pub mod postgres;
 pub mod reference;
+pub mod sse;
 pub mod unions;
 
 pub use offsets::{GroupOffsets, GroupWatch};
