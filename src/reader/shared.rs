@@ -39,7 +39,8 @@ impl Reader {
     }
 
     /// One read around `member` in `q`'s view: `radius` ranks on each
-    /// side, numbering the ranks of `styles`. `None` for a past
+    /// side, or everyone from the top when at most `ahead` members are
+    /// ahead of it, numbering the ranks of `styles`. `None` for a past
     /// period whose key is gone (read it from the archive); a member not
     /// in the view is [`ReadError::MemberNotFound`]. Two round trips (find
     /// the member, read around it), like `around`.
@@ -47,7 +48,7 @@ impl Reader {
         &self,
         q: &Query,
         member: &str,
-        radius: u64,
+        (radius, ahead): (u64, u64),
         styles: Styles,
     ) -> Result<Option<Sheet>, ReadError> {
         let at = self.locate(q)?;
@@ -59,7 +60,11 @@ impl Reader {
         let (rank, _) = live.hit.ok_or_else(|| ReadError::MemberNotFound {
             member: member.to_string(),
         })?;
-        let start = rank.saturating_sub(radius);
+        let start = if rank <= ahead {
+            0
+        } else {
+            rank.saturating_sub(radius)
+        };
         let sheet = self
             .read_runs(q, &at, &[(start, rank + radius)], styles)
             .await?;

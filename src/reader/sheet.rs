@@ -116,12 +116,17 @@ pub(super) fn walk_too_long(board: &str, max: u64) -> BadParam {
 
 /// One member's place on a [`Sheet`] read around it.
 pub(crate) struct Near {
+    /// Members ahead of it (its 0-based ordinal rank).
+    pub(crate) ordinal: u64,
     /// Its entry, ranked in the style asked for.
     pub(crate) entry: Entry,
     /// The members read ahead of it, in rank order.
     pub(crate) ahead: Vec<String>,
     /// The members read behind it, in rank order.
     pub(crate) behind: Vec<String>,
+    /// Whether `ahead` is every member ahead of it (the read started at
+    /// the top).
+    pub(crate) complete: bool,
 }
 
 /// The runs that cover `windows` (0-based start, count): each page's ranks
@@ -256,12 +261,14 @@ impl Sheet {
         self.check_walk(style, ranks[at])?;
         let names = |es: &[Entry]| es.iter().map(|e| e.member.clone()).collect();
         Ok(Some(Near {
+            ordinal: run.start + at as u64,
             entry: Entry {
                 rank: ranks[at],
                 ..run.entries[at].clone()
             },
             ahead: names(&run.entries[..at]),
             behind: names(&run.entries[at + 1..]),
+            complete: run.start == 0,
         }))
     }
 }
@@ -397,11 +404,12 @@ mod tests {
     fn a_member_is_found_with_its_neighbours() {
         let s = sheet();
         let near = s.near("c", RankStyle::Dense).unwrap().unwrap();
-        assert_eq!(near.entry.rank, 3);
+        assert_eq!((near.ordinal, near.entry.rank), (4, 3));
         assert_eq!(
             (near.ahead, near.behind),
             (vec!["a".into(), "b".into()], vec!["d".into(), "e".into()])
         );
+        assert!(!near.complete, "the run starts at rank 3");
         assert!(s.near("zz", RankStyle::Ordinal).unwrap().is_none());
     }
 }

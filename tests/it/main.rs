@@ -39,6 +39,7 @@ mod http;
 mod layout;
 mod listener;
 mod operations;
+mod overtaken;
 mod pipeline;
 mod rank_styles;
 mod read_only;

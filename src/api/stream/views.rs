@@ -11,14 +11,22 @@
 //! is too long), so what streams ask for cannot make a read grow.
 //!
 //! The member stream reads the member's neighbourhood ([`RADIUS`] ranks on
-//! each side: one read per tick, whatever the board's size) and compares it
-//! with the neighbourhood at its previous event ([`passes`]):
-//! `"overtaken_by"` names the members now ahead of it that were behind it
-//! then, `"overtook"` the members now behind it that were ahead of it then.
-//! The limit of that: a member that came from further than [`RADIUS`]
-//! ranks away (not in the previous neighbourhood) is not named, because
-//! whether it was ahead or behind is unknown; the member's rank still
-//! shows the change.
+//! each side, one read per tick whatever the board's size), or everyone
+//! from the top when at most [`KNOWN_AHEAD`] members are ahead of it, and
+//! compares it with what it read at its previous event ([`passes`]):
+//!
+//! - `"overtaken_by"` names the members now ahead of it that were not
+//!   ahead then. When its previous read started at the top (it knew every
+//!   member ahead of it), that is exact, newcomers to the board included.
+//!   Deeper down only members it saw behind it in its neighbourhood can be
+//!   named: one that came from further away, or from nowhere, is unknown.
+//! - `"overtaken_by_count"` is how many passed it: the number of names when
+//!   both reads started at the top; deeper down, what the ranks show, its
+//!   rank change plus the members it passed, at least the number of names.
+//!   It counts every member that passed it unless some member ahead of it
+//!   left the board meanwhile or it passed members it did not see.
+//! - `"overtook"` names the members now behind it (in its neighbourhood)
+//!   that were ahead of it then.
 
 use std::collections::HashSet;
 
@@ -34,6 +42,10 @@ use crate::reader::{
 
 /// Ranks read on each side of a streamed member.
 pub(crate) const RADIUS: usize = 10;
+
+/// A streamed member with at most this many members ahead of it is read
+/// with all of them, so it knows exactly who passed it.
+pub(crate) const KNOWN_AHEAD: usize = 100;
 
 /// One view's pages, as the `top` endpoint answers them.
 pub(crate) struct TopView {
@@ -192,11 +204,15 @@ pub(crate) struct Followed {
 
 /// The member's place at an event.
 pub(crate) struct Seen {
+    /// Members ahead of it (ordinal), whatever the style shown.
+    ordinal: u64,
     rank: u64,
     score: f64,
     fields: Option<crate::board::composite::FieldValues>,
     ahead: Vec<String>,
     behind: Vec<String>,
+    /// `ahead` names every member ahead of it.
+    complete: bool,
 }
 
 /// The JSON of a member event: the `members/{member}` entry plus who
@@ -207,6 +223,7 @@ struct MemberEvent<'a> {
     entry: &'a MemberEntry,
     period: Option<&'a str>,
     overtaken_by: Vec<String>,
+    overtaken_by_count: u64,
     overtook: Vec<String>,
 }
 
@@ -221,6 +238,7 @@ struct Absent<'a> {
 #[derive(Debug, Default, PartialEq)]
 struct Passes {
     overtaken_by: Vec<String>,
+    overtaken_by_count: u64,
     overtook: Vec<String>,
 }
 
@@ -231,9 +249,10 @@ impl Poll for MemberView {
 
     async fn poll(&mut self, subs: &mut [Sub<Follow, Followed>]) -> Result<Vec<Outcome>, ApiError> {
         let styles = Styles::of(subs.iter().map(|s| s.lens.rank));
+        let around = (RADIUS as u64, KNOWN_AHEAD as u64);
         let read = self
             .reader
-            .near(&self.query, &self.member, RADIUS as u64, styles)
+            .near(&self.query, &self.member, around, styles)
             .await;
         let sheet = match read {
             Ok(sheet) => sheet,
@@ -319,6 +338,7 @@ impl MemberView {
             entry: &entry,
             period: list.period.as_deref(),
             overtaken_by: passes.overtaken_by,
+            overtaken_by_count: passes.overtaken_by_count,
             overtook: passes.overtook,
         })?;
         sub.memory = Followed {
@@ -336,11 +356,13 @@ impl MemberView {
 impl From<Near> for Seen {
     fn from(n: Near) -> Seen {
         Seen {
+            ordinal: n.ordinal,
             rank: n.entry.rank,
             score: n.entry.score,
             fields: n.entry.fields,
             ahead: n.ahead,
             behind: n.behind,
+            complete: n.complete,
         }
     }
 }
@@ -352,20 +374,39 @@ fn seen_in(list: &List, member: &str) -> Option<Seen> {
     let names = |es: &[Entry]| es.iter().map(|e| e.member.clone()).collect();
     let e = &list.entries[at];
     Some(Seen {
+        ordinal: e.rank.saturating_sub(1),
         rank: e.rank,
         score: e.score,
         fields: e.fields.clone(),
         ahead: names(&list.entries[..at]),
         behind: names(&list.entries[at + 1..]),
+        complete: list.entries.first().is_some_and(|f| f.rank == 1),
     })
 }
 
-/// Who passed whom between the member's place `then` and `now`, as far
-/// as its two neighbourhoods show (see the module's header).
+/// Who passed whom between the member's place `then` and `now` (see the
+/// module's header).
 fn passes(then: &Seen, now: &Seen) -> Passes {
+    let overtaken_by = if then.complete {
+        missing_from(&now.ahead, &then.ahead)
+    } else {
+        crossed(&now.ahead, &then.behind)
+    };
+    let overtook = crossed(&now.behind, &then.ahead);
+    let named = overtaken_by.len() as u64;
+    let overtaken_by_count = if then.complete && now.complete {
+        named
+    } else {
+        // Members now ahead that were not: those ahead now, less those
+        // ahead then that still are (at most those ahead then, less the
+        // ones seen behind it now).
+        let shown = (now.ordinal + overtook.len() as u64).saturating_sub(then.ordinal);
+        shown.max(named)
+    };
     Passes {
-        overtaken_by: crossed(&now.ahead, &then.behind),
-        overtook: crossed(&now.behind, &then.ahead),
+        overtaken_by,
+        overtaken_by_count,
+        overtook,
     }
 }
 
@@ -374,6 +415,15 @@ fn crossed(now: &[String], then: &[String]) -> Vec<String> {
     let then: HashSet<&str> = then.iter().map(String::as_str).collect();
     now.iter()
         .filter(|m| then.contains(m.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The members of `now` (in their order) that are not in `then`.
+fn missing_from(now: &[String], then: &[String]) -> Vec<String> {
+    let then: HashSet<&str> = then.iter().map(String::as_str).collect();
+    now.iter()
+        .filter(|m| !then.contains(m.as_str()))
         .cloned()
         .collect()
 }
@@ -398,30 +448,49 @@ mod tests {
         let at = members.iter().position(|m| *m == "me").unwrap();
         let names = |ms: &[&str]| ms.iter().map(|m| m.to_string()).collect();
         Seen {
+            ordinal: start + at as u64,
             rank: start + at as u64 + 1,
             score: 1.0,
             fields: None,
             ahead: names(&members[..at]),
             behind: names(&members[at + 1..]),
+            complete: start == 0,
         }
     }
 
-    fn passed(by: &[&str], overtook: &[&str]) -> Passes {
+    fn passed(by: &[&str], count: u64, overtook: &[&str]) -> Passes {
         let names = |ms: &[&str]| ms.iter().map(|m| m.to_string()).collect();
         Passes {
             overtaken_by: names(by),
+            overtaken_by_count: count,
             overtook: names(overtook),
         }
     }
 
     #[test]
-    fn who_passed_whom_between_two_neighbourhoods() {
+    fn near_the_top_everyone_who_passed_is_named() {
         let then = place(&["a", "b", "me", "c", "d"], 0);
         // c and d passed me; I passed b.
         let now = place(&["a", "c", "d", "me", "b"], 0);
-        assert_eq!(passes(&then, &now), passed(&["c", "d"], &["b"]));
-        // A newcomer ahead (e, not seen before) is not named.
+        assert_eq!(passes(&then, &now), passed(&["c", "d"], 2, &["b"]));
+        // A newcomer (e, never seen) is named too.
         let now = place(&["e", "a", "b", "me"], 0);
-        assert_eq!(passes(&then, &now), passed(&[], &[]));
+        assert_eq!(passes(&then, &now), passed(&["e"], 1, &[]));
+    }
+
+    #[test]
+    fn deeper_down_who_passed_is_named_when_seen_and_counted_from_the_ranks() {
+        // Read from rank 51: 50 members ahead of the window.
+        let then = place(&["a", "b", "me", "c", "d"], 50);
+        // c passed me, and so did someone from elsewhere (I am 2 lower).
+        let now = place(&["b", "c", "me", "d"], 52);
+        assert_eq!(passes(&then, &now), passed(&["c"], 2, &[]));
+        // I passed a and b: nobody passed me.
+        let now = place(&["x", "me", "b", "a", "c"], 49);
+        assert_eq!(passes(&then, &now), passed(&[], 0, &["b", "a"]));
+        // From the top to deeper down: those now ahead that were not.
+        let top = place(&["a", "me", "b"], 0);
+        let fell = place(&["b", "x", "me"], 60);
+        assert_eq!(passes(&top, &fell), passed(&["b", "x"], 61, &[]));
     }
 }
