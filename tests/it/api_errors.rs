@@ -17,10 +17,9 @@
 
 use crate::common;
 
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::direct::Direct;
+use common::direct::ServedApi;
 use common::*;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,28 +39,18 @@ const NOW: i64 = 1_795_262_400_000;
 const MEMBERS: &str = "/v1/boards/points/all/members";
 
 /// The API over its own Redis; `base` is `http://127.0.0.1:<port>`.
-struct Api {
-    _redis: Redis,
-    _direct: Direct,
-    base: String,
+struct Api(ServedApi);
+
+impl std::ops::Deref for Api {
+    type Target = ServedApi;
+    fn deref(&self) -> &ServedApi {
+        &self.0
+    }
 }
 
 impl Api {
     async fn start() -> Api {
-        let redis = Redis::start();
-        let direct = Direct::new(&redis.url(), &unique("bodies"), BOARDS, NOW).await;
-        let slot = Arc::new(OnceLock::new());
-        let _ = slot.set(direct.reader());
-        let base = direct.serve(slot).await;
-        Api {
-            _redis: redis,
-            _direct: direct,
-            base,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+        Api(ServedApi::start("bodies", BOARDS, NOW).await)
     }
 
     /// Sends `head` (without the blank line) and `body` on a raw socket and

@@ -23,10 +23,9 @@
 
 use crate::common;
 
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::direct::Direct;
+use common::direct::ServedApi;
 use common::sse::Stream;
 use common::*;
 use serde_json::Value;
@@ -56,31 +55,18 @@ periods = ["all"]
 const MEMBERS: usize = 210;
 
 /// The read API over its own redis-server and key prefix, no Kafka.
-struct Api {
-    redis: Redis,
-    prefix: String,
-    base: String,
-    _direct: Direct,
+struct Api(ServedApi);
+
+impl std::ops::Deref for Api {
+    type Target = ServedApi;
+    fn deref(&self) -> &ServedApi {
+        &self.0
+    }
 }
 
 impl Api {
     async fn start() -> Api {
-        let redis = Redis::start();
-        let prefix = unique("fan");
-        let direct = Direct::new(&redis.url(), &prefix, BOARDS, NOW).await;
-        let slot = Arc::new(OnceLock::new());
-        let _ = slot.set(direct.reader());
-        let base = direct.serve(slot).await;
-        Api {
-            redis,
-            prefix,
-            base,
-            _direct: direct,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+        Api(ServedApi::start("fan", BOARDS, NOW).await)
     }
 
     async fn zadd(&self, tag: &str, entries: &[(f64, String)]) {

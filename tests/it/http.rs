@@ -11,7 +11,7 @@ use crate::common;
 
 use std::sync::{Arc, OnceLock};
 
-use common::direct::Direct;
+use common::direct::{Direct, ServedApi};
 use common::*;
 use serde_json::Value;
 
@@ -58,31 +58,18 @@ fn reference() -> Vec<(String, i64)> {
 }
 
 /// The read API on a free port, over its own redis-server and key prefix.
-struct Api {
-    redis: Redis,
-    prefix: String,
-    base: String,
-    _direct: Direct,
+struct Api(ServedApi);
+
+impl std::ops::Deref for Api {
+    type Target = ServedApi;
+    fn deref(&self) -> &ServedApi {
+        &self.0
+    }
 }
 
 impl Api {
     async fn start() -> Api {
-        let redis = Redis::start();
-        let prefix = unique("http");
-        let direct = Direct::new(&redis.url(), &prefix, BOARDS, NOW).await;
-        let slot = Arc::new(OnceLock::new());
-        let _ = slot.set(direct.reader());
-        let base = direct.serve(slot).await;
-        Api {
-            redis,
-            prefix,
-            base,
-            _direct: direct,
-        }
-    }
-
-    fn url(&self, path_and_query: &str) -> String {
-        format!("{}{path_and_query}", self.base)
+        Api(ServedApi::start("http", BOARDS, NOW).await)
     }
 
     /// Writes the reference boards with plain Redis commands.

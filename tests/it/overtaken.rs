@@ -13,12 +13,10 @@
 
 use crate::common;
 
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::direct::Direct;
+use common::direct::ServedApi;
 use common::sse::{Ev, Stream};
-use common::*;
 use serde_json::{Value, json};
 
 /// 2026-11-21T12:00:00Z.
@@ -33,33 +31,29 @@ score = "points"
 periods = ["all"]
 "#;
 
-struct Api {
-    redis: Redis,
-    key: String,
-    base: String,
-    _direct: Direct,
+struct Api(ServedApi);
+
+impl std::ops::Deref for Api {
+    type Target = ServedApi;
+    fn deref(&self) -> &ServedApi {
+        &self.0
+    }
 }
 
 impl Api {
     async fn start() -> Api {
-        let redis = Redis::start();
-        let prefix = unique("ovt");
-        let direct = Direct::new(&redis.url(), &prefix, BOARDS, NOW).await;
-        let slot = Arc::new(OnceLock::new());
-        let _ = slot.set(direct.reader());
-        let base = direct.serve(slot).await;
-        Api {
-            redis,
-            key: format!("{prefix}:{{points}}:all"),
-            base,
-            _direct: direct,
-        }
+        Api(ServedApi::start("ovt", BOARDS, NOW).await)
+    }
+
+    /// The `all` key of board `points`.
+    fn key(&self) -> String {
+        format!("{}:{{points}}:all", self.prefix)
     }
 
     async fn zadd(&self, entries: &[(i64, &str)]) {
         let mut c = self.redis.conn().await;
         let mut zadd = redis::cmd("ZADD");
-        zadd.arg(&self.key);
+        zadd.arg(self.key());
         for (score, member) in entries {
             zadd.arg(*score).arg(*member);
         }

@@ -173,3 +173,37 @@ impl Direct {
         Reader::new(self.boards.clone(), self.store.clone(), clock, None)
     }
 }
+
+/// The read API served in-process on a free port over its own
+/// redis-server and key prefix, with no Kafka: what the HTTP tests read
+/// boards they wrote with plain Redis commands or [`Direct`] through.
+pub struct ServedApi {
+    pub redis: super::Redis,
+    pub prefix: String,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    pub direct: Direct,
+}
+
+impl ServedApi {
+    /// `boards` under a fresh prefix named after `name`, the clock at `now_ms`.
+    pub async fn start(name: &str, boards: &str, now_ms: i64) -> ServedApi {
+        let redis = super::Redis::start();
+        let prefix = super::unique(name);
+        let direct = Direct::new(&redis.url(), &prefix, boards, now_ms).await;
+        let slot = Arc::new(OnceLock::new());
+        let _ = slot.set(direct.reader());
+        let base = direct.serve(slot).await;
+        ServedApi {
+            redis,
+            prefix,
+            base,
+            direct,
+        }
+    }
+
+    /// The URL of `path` (with its query) on this API.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
