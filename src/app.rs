@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
+use crate::admin::{Audit, Moderator};
 use crate::api::{self, ApiState};
 use crate::archive::ArchiveError;
 use crate::archive::announce::{self, Announcer};
@@ -27,6 +28,7 @@ use crate::deadletter::{DeadLetterError, DeadLetters};
 use crate::engine::{Engine, Flusher};
 use crate::event::{Decoder, SchemaBuildError};
 use crate::health::Health;
+use crate::moderation::{Cell, MemberHasher};
 use crate::reader::Reader;
 use crate::sink::store::Store;
 use crate::sink::store::StoreError;
@@ -78,6 +80,10 @@ pub enum AppError {
     /// names which).
     #[error("setting {0}")]
     Archive(#[from] ArchiveError),
+    /// The audit producer (`[admin] audit_topic`) could not be created
+    /// from `[kafka]` (exit 2).
+    #[error("setting `admin.audit_topic`: {0}")]
+    Audit(#[from] crate::admin::AuditError),
 }
 
 impl AppError {
@@ -98,7 +104,8 @@ impl AppError {
             | AppError::DeadLetters(_)
             | AppError::Kafka(_)
             | AppError::RedisSettings(_)
-            | AppError::RedisRefused(_) => true,
+            | AppError::RedisRefused(_)
+            | AppError::Audit(_) => true,
             AppError::Archive(e) => !e.is_retriable(),
             AppError::Source(e) => !e.is_retriable(),
             AppError::Metrics(_) | AppError::Http(_) | AppError::RedisDown(_) => false,
@@ -240,6 +247,8 @@ pub async fn run(
         &config.kafka.topics,
     );
     let reader_slot = Arc::new(OnceLock::new());
+    let moderator_slot = Arc::new(OnceLock::new());
+    let audit = Audit::new(&config.kafka, config.admin.audit_topic.as_deref())?;
     let api_state = ApiState {
         boards: boards.clone(),
         clock: clock.clone(),
@@ -251,6 +260,7 @@ pub async fn run(
                 .with_max_pollers(config.http.max_pollers.get()),
         ),
         admin: Arc::new(crate::admin::Tokens::new(&config.admin)),
+        moderator: moderator_slot.clone(),
     };
     tracing::info!(listen = %listener.local_addr()?, "HTTP listener ready (/healthz, /metrics, /v1/boards).");
     let http = serve_http(listener, api_state, &config, shutdown.clone());
@@ -265,6 +275,14 @@ pub async fn run(
     )?;
     if let (Some(store), true) = (redis, kafka_ready) {
         let archiver = spawn_archiver(&config, &boards, &store, &clock, shutdown.clone())?;
+        let _ = moderator_slot.set(Moderator::new(
+            store.clone(),
+            boards.clone(),
+            member_hasher(&config),
+            clock.clone(),
+            config.http.union_cache.ms(),
+            audit,
+        ));
         let _ = reader_slot.set(
             Reader::new(boards, store.clone(), clock, archive)
                 .with_unions(crate::reader::Unions::new(config.http.union_cache.ms()))
@@ -278,6 +296,12 @@ pub async fn run(
     let _ = http.await;
     tracing::info!("Stopped.");
     Ok(())
+}
+
+/// The hasher of member ids, keyed by `[admin] erase_key`
+/// (docs/moderation.md).
+fn member_hasher(config: &Config) -> MemberHasher {
+    MemberHasher::new(config.admin.erase_key.as_ref().map(|k| k.expose()))
 }
 
 /// What the consumer loop is built from, besides the config and the store.
@@ -369,8 +393,17 @@ async fn consume(
         shutdown.clone(),
     ));
     let health_probe = tokio::spawn(probe_redis(store.clone(), health.clone(), shutdown.clone()));
+    let writer = Arc::new(
+        Writer::new(store, boards.clone())
+            .with_moderation(Arc::new(Cell::new(member_hasher(config)))),
+    );
+    // Read now so the first batch's outcomes know who is hidden or erased;
+    // if Redis fails here, the first flush reads it.
+    if let Err(e) = writer.load_moderation().await {
+        tracing::warn!(error = %e, "Could not read the moderation record at start-up; the first batch reads it.");
+    }
     let flusher = Flusher {
-        writer: Arc::new(Writer::new(store, boards.clone())),
+        writer,
         clock: clock.clone(),
         health: health.clone(),
         dead_letters,

@@ -21,7 +21,10 @@
 //!   Kafka and Redis through narrow traits.
 //! - [`reader`], [`api`], [`cli`] — reading boards back: HTTP and the CLI.
 //! - [`archive`] — history: closed periods copied to PostgreSQL.
-//! - [`admin`] — what the admin API acts with: its tokens.
+//! - [`moderation`] — who is hidden or erased, as the write path routes
+//!   members (a leaf over [`board`]).
+//! - [`admin`] — what the admin API acts with: its tokens, and the member
+//!   actions (hide, restore, erase).
 //! - [`telemetry`] — reason and error codes, and the internal events that
 //!   log and count together (the only module that writes metrics).
 //! - [`app`] — wiring and lifecycle of `rankflow run`; [`config`] — the
@@ -44,6 +47,7 @@ pub mod engine;
 pub mod event;
 pub mod expr;
 pub mod health;
+pub mod moderation;
 pub mod produce;
 pub mod reader;
 pub mod rules;

@@ -6,15 +6,22 @@
 //! becomes the request's [`Actor`], the name logs give.
 //! The token itself is never logged nor echoed.
 
-use axum::Router;
-use axum::extract::{Request, State};
+use axum::body::Bytes;
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::any;
+use axum::routing::{any, get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
 
 use super::error::ApiError;
 use super::state::ApiState;
+use crate::admin::{ActionRequest, MemberAction, MemberError, MemberReport, Moderator};
+
+/// Longest `reason` an action takes (it goes to the log and the audit
+/// topic).
+const MAX_REASON_CHARS: usize = 1000;
 
 /// Who made an admin request: the name of its token.
 #[derive(Debug, Clone)]
@@ -23,6 +30,8 @@ pub(crate) struct Actor(pub(crate) String);
 /// The `/v1/admin` routes behind the token check.
 pub(super) fn routes(state: ApiState) -> Router<ApiState> {
     Router::new()
+        .route("/v1/admin/members/{member}", get(show_member))
+        .route("/v1/admin/members/{member}/{action}", post(act_on_member))
         .route("/v1/admin", any(no_action))
         .route("/v1/admin/{*rest}", any(no_action))
         .route_layer(middleware::from_fn_with_state(state, authenticate))
@@ -86,6 +95,100 @@ async fn no_action(
         StatusCode::NOT_FOUND,
         format!("no admin action at {method} {}", uri.path()),
     )
+}
+
+/// The body of a member action: all optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActionBody {
+    boards: Option<Vec<String>>,
+    reason: Option<String>,
+}
+
+fn moderator(s: &ApiState) -> Result<&Moderator, ApiError> {
+    s.moderator.get().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not connected to Redis yet; try again shortly",
+        )
+    })
+}
+
+impl From<MemberError> for ApiError {
+    fn from(e: MemberError) -> ApiError {
+        match e {
+            MemberError::BadRequest(m) => ApiError::new(StatusCode::BAD_REQUEST, m),
+            MemberError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
+            MemberError::Store(ref store) => {
+                tracing::warn!(error = %store, "A member action failed in Redis; answering 503 (repeating it finishes it).");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Redis did not complete the action; repeat the request to finish it",
+                )
+            }
+            MemberError::Audit(ref audit) => {
+                tracing::warn!(error = %audit, "A member action took effect but its audit message was not published; answering 503.");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the action took effect but could not be announced on the audit topic; repeat the request",
+                )
+            }
+        }
+    }
+}
+
+/// `GET /v1/admin/members/{member}`: its state and where it is held.
+async fn show_member(
+    State(s): State<ApiState>,
+    Path(member): Path<String>,
+) -> Result<Json<MemberReport>, ApiError> {
+    Ok(Json(moderator(&s)?.show(&member).await?))
+}
+
+/// `POST /v1/admin/members/{member}/{hide|restore|erase}`.
+async fn act_on_member(
+    State(s): State<ApiState>,
+    axum::Extension(actor): axum::Extension<Actor>,
+    Path((member, action)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Json<MemberReport>, ApiError> {
+    let action = match action.as_str() {
+        "hide" => MemberAction::Hide,
+        "restore" => MemberAction::Restore,
+        "erase" => MemberAction::Erase,
+        other => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no member action {other:?} (hide, restore or erase)"),
+            ));
+        }
+    };
+    let body: ActionBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ActionBody::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("the body must be JSON {{\"boards\": [...], \"reason\": \"...\"}}, both optional: {e}"),
+            )
+        })?
+    };
+    if body
+        .reason
+        .as_ref()
+        .is_some_and(|r| r.chars().count() > MAX_REASON_CHARS)
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("\"reason\" has at most {MAX_REASON_CHARS} characters"),
+        ));
+    }
+    let req = ActionRequest {
+        member,
+        boards: body.boards,
+        reason: body.reason,
+    };
+    Ok(Json(moderator(&s)?.act(action, &req, &actor.0).await?))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use super::error::ApiError;
 use super::stream::StreamHub;
-use crate::admin::Tokens;
+use crate::admin::{Moderator, Tokens};
 use crate::board::BoardSet;
 use crate::clock::SharedClock;
 use crate::health::Health;
@@ -33,6 +33,8 @@ pub struct ApiState {
     pub streams: Arc<StreamHub>,
     /// The admin API's tokens; none: the admin routes answer 404.
     pub admin: Arc<Tokens>,
+    /// Set once Redis is connected; member actions answer 503 before that.
+    pub moderator: Arc<OnceLock<Moderator>>,
 }
 
 /// The reader, once Redis is connected. Before that, a query that could

@@ -112,6 +112,30 @@ pub fn view_key(prefix: &str, tag: &str, view: &str) -> String {
 }
 
 /// The instance's offset fences (docs/guarantees.md): `<topic>/<partition>` → offset.
+/// The twin of a view key (docs/moderation.md): the same key with `~h`
+/// right after the hash tag, so in the same slot, holding the members
+/// hidden from the view. Board names have no `~`, and a scope value's
+/// `~` stays inside the braces, so a twin never names another view.
+pub(crate) fn twin_view_key(prefix: &str, tag: &str, view: &str) -> String {
+    let stem = stem(tag);
+    match stem.find('}') {
+        Some(i) => format!("{prefix}:{}~h{}:{view}", &stem[..=i], &stem[i + 1..]),
+        None => format!("{prefix}:{stem}~h:{view}"),
+    }
+}
+
+/// The fleet's moderation record (docs/redis-layout.md): generation,
+/// hidden members, keyed hashes of erased ones.
+pub(crate) fn moderation_key(prefix: &str) -> String {
+    format!("{prefix}:moderation")
+}
+
+/// A member's index entry, named by the keyed hash of its id: its state
+/// and the scoped board instances it was written to.
+pub(crate) fn member_key(prefix: &str, hash_hex: &str) -> String {
+    format!("{prefix}:member:{{{hash_hex}}}")
+}
+
 pub(crate) fn fence_key(prefix: &str, tag: &str) -> String {
     view_key(prefix, tag, "off")
 }
@@ -235,6 +259,14 @@ mod tests {
             "rankflow:{game_heat}@rpg:day:2026-11-21"
         );
         assert_eq!(fence_key("rankflow", &heat), "rankflow:{game_heat}@rpg:off");
+        assert_eq!(
+            twin_view_key("rankflow", &heat, "day:2026-11-21"),
+            "rankflow:{game_heat}~h@rpg:day:2026-11-21"
+        );
+        assert_eq!(
+            twin_view_key("rankflow", &instance_tag("star_fans", Some("u~h")), "all"),
+            "rankflow:{star_fans:u~h}~h:all"
+        );
         assert_eq!(
             parse_tag("b:x@y").unwrap(),
             ("b", Some("x@y".to_string())),

@@ -7,9 +7,9 @@ use std::collections::{HashMap, HashSet};
 
 use chrono_tz::Tz;
 
-use super::duration::{Span, parse_span};
+use super::duration::{Span, add_span, parse_span};
 use super::layout::{FieldOrder, Layout, MAX_FIELDS};
-use super::period::PeriodKind;
+use super::period::{PeriodKind, period_of};
 // Re-exported: callers outside the folder name the enums through `model` too.
 pub(crate) use super::ranking::{Aggregate, Order, TieBreak};
 use super::score::{MAX_EXACT, MAX_TIE_TS, TieKey};
@@ -83,6 +83,10 @@ pub struct Board {
     pub(crate) scope_registry: u64,
 }
 
+/// Periods of one kind a moderation action visits at most (an hourly
+/// board kept a year is 8,760).
+pub(crate) const MAX_LIVE_PERIODS: usize = 10_000;
+
 /// Scope values a scoped board's registry keeps per view by default.
 pub(crate) const DEFAULT_SCOPE_REGISTRY: u64 = 10_000;
 
@@ -116,6 +120,43 @@ impl Board {
     /// The tag of this board's instance for `scope` (see [`super::keys`]).
     pub(crate) fn tag(&self, scope: Option<&str>) -> String {
         super::keys::instance_tag_in(&self.name, scope, self.board_slot)
+    }
+
+    /// Every concrete view of an instance that may hold data at `now`
+    /// (ms), with `skew` (ms) of events from the future: `all`, each
+    /// window (id, `Some(length)`), and per period kind every period from
+    /// the one `skew` ahead back to the oldest whose retention has not
+    /// ended (at most [`MAX_LIVE_PERIODS`] per kind). What a moderation
+    /// action visits instead of scanning for keys.
+    pub(crate) fn live_views(&self, now: i64, skew: i64) -> Vec<(String, Option<i64>)> {
+        let mut out = Vec::new();
+        for spec in &self.views {
+            match spec {
+                ViewSpec::Window(w) => out.push((w.view(), Some(w.length_ms))),
+                ViewSpec::Period {
+                    kind: PeriodKind::All,
+                    ..
+                } => out.push(("all".to_string(), None)),
+                ViewSpec::Period {
+                    kind, retention, ..
+                } => {
+                    let mut p = period_of(*kind, now.saturating_add(skew), self.tz);
+                    for _ in 0..MAX_LIVE_PERIODS {
+                        let Some(end) = p.end_ms else { break };
+                        let alive = match retention {
+                            Some(r) => add_span(end, r, self.tz) > now,
+                            None => true,
+                        };
+                        if !alive {
+                            break;
+                        }
+                        out.push((p.view(), None));
+                        p = period_of(*kind, p.start_ms - 1, self.tz);
+                    }
+                }
+            }
+        }
+        out
     }
 
     pub(crate) fn has_windows(&self) -> bool {

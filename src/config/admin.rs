@@ -53,6 +53,14 @@ pub(crate) struct AdminConfig {
     /// actor; `RANKFLOW_ADMIN_TOKENS_<NAME>` sets one.
     #[serde(default)]
     pub(crate) tokens: BTreeMap<String, Secret>,
+    /// Kafka topic every admin action is announced on, if any.
+    #[serde(default)]
+    pub(crate) audit_topic: Option<String>,
+    /// The secret the keyed hashes of member ids are made with (the member
+    /// index and the record of erasures, docs/moderation.md). Without it
+    /// members can be hidden and restored, not erased.
+    #[serde(default)]
+    pub(crate) erase_key: Option<Secret>,
 }
 
 impl AdminConfig {
@@ -67,12 +75,35 @@ impl AdminConfig {
             return "admin API off (no [admin] tokens)".to_string();
         }
         let names: Vec<&str> = self.tokens.keys().map(String::as_str).collect();
-        format!("admin API on /v1/admin for tokens {}", names.join(", "))
+        let audit = match &self.audit_topic {
+            Some(t) => format!("actions announced on topic {t}"),
+            None => "actions logged only (no audit_topic)".to_string(),
+        };
+        let erase = if self.erase_key.is_some() {
+            "erase on (erase_key set)"
+        } else {
+            "erase off (no erase_key)"
+        };
+        format!(
+            "admin API on /v1/admin for tokens {}; {audit}; {erase}",
+            names.join(", ")
+        )
     }
 
     /// Checks names and tokens. Messages name the setting and never quote
     /// a secret.
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(key) = &self.erase_key {
+            check_secret("admin.erase_key", key)?;
+        }
+        if let Some(topic) = &self.audit_topic
+            && (topic.is_empty() || topic.len() > 249)
+        {
+            return Err(ConfigError::setting(
+                "admin.audit_topic",
+                "must name a Kafka topic (1 to 249 characters)",
+            ));
+        }
         let mut owners: HashMap<&str, &str> = HashMap::new();
         for (name, token) in &self.tokens {
             let key = format!("admin.tokens.{name}");
@@ -87,6 +118,12 @@ impl AdminConfig {
                 ));
             }
             check_secret(&key, token)?;
+            if self.erase_key.as_ref() == Some(token) {
+                return Err(ConfigError::setting(
+                    &key,
+                    "is the same as admin.erase_key; the hashing key must be a secret of its own",
+                ));
+            }
             if let Some(other) = owners.insert(token.expose(), name) {
                 return Err(ConfigError::setting(
                     &key,

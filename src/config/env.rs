@@ -38,6 +38,8 @@ const ENV_SETTINGS: &[(&str, &str, EnvKind)] = &[
     ("batch", "max_delay_ms", EnvKind::Int),
     ("http", "listen", EnvKind::Str),
     ("http", "union_cache", EnvKind::Str),
+    ("admin", "audit_topic", EnvKind::Str),
+    ("admin", "erase_key", EnvKind::Str),
     ("http", "max_streams", EnvKind::Int),
     ("http", "max_connections", EnvKind::Int),
     ("http", "header_timeout", EnvKind::Str),

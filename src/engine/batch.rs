@@ -12,6 +12,7 @@ use crate::board::BoardSet;
 use crate::board::keys;
 use crate::board::resolve::Resolver;
 use crate::event::EventType;
+use crate::moderation::{Route, Snapshot};
 use crate::rules::Update;
 use crate::sink::report::FlushReport;
 use crate::sink::updates::{Added, At, Updates};
@@ -88,6 +89,48 @@ impl Batch {
         updates: &[Update<'_>],
         now: i64,
     ) -> Outcome {
+        self.add(boards, resolver, event, updates, now, false)
+    }
+
+    /// [`Batch::add_event`] for a fleet where members may be hidden or
+    /// erased (`snap`, docs/moderation.md): updates of erased members are
+    /// dropped here (an event left with none counts `erased`), and an
+    /// event whose every update is of a hidden member counts `hidden`
+    /// once applied. Where each update goes is decided again when the
+    /// batch is encoded, with the record as it is then.
+    pub fn add_moderated_event(
+        &mut self,
+        boards: &BoardSet,
+        resolver: &mut Resolver,
+        event: Taken,
+        updates: &mut Vec<Update<'_>>,
+        now: i64,
+        snap: &Snapshot,
+    ) -> Outcome {
+        if snap.is_empty() || updates.is_empty() {
+            return self.add(boards, resolver, event, updates, now, false);
+        }
+        updates.retain(|u| snap.route(u.board, &u.member) != Route::Erased);
+        if updates.is_empty() {
+            self.record
+                .count(event.part, Some(event.kind), Outcome::Erased);
+            return Outcome::Erased;
+        }
+        let hidden = updates
+            .iter()
+            .all(|u| snap.route(u.board, &u.member) == Route::Hidden);
+        self.add(boards, resolver, event, updates, now, hidden)
+    }
+
+    fn add(
+        &mut self,
+        boards: &BoardSet,
+        resolver: &mut Resolver,
+        event: Taken,
+        updates: &[Update<'_>],
+        now: i64,
+        hidden: bool,
+    ) -> Outcome {
         let at = At {
             part: event.part,
             offset: event.offset,
@@ -100,6 +143,7 @@ impl Batch {
                     offset: event.offset,
                     ts: event.ts,
                     kind: event.kind,
+                    hidden,
                 });
                 return Outcome::Applied;
             }

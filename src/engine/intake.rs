@@ -10,6 +10,7 @@ use crate::board::BoardSet;
 use crate::board::resolve::Resolver;
 use crate::deadletter::DeadLetter;
 use crate::event::{Decoder, EventType};
+use crate::moderation::{Cell, Snapshot};
 use crate::rules;
 use crate::telemetry::{DlqReason, Outcome};
 
@@ -28,6 +29,11 @@ pub(crate) struct Intake {
     /// The rules' output buffer, kept empty between messages so that an
     /// event's updates need no allocation of their own.
     updates: Vec<rules::Update<'static>>,
+    /// Who is hidden or erased: the sink's view, and the snapshot of it
+    /// this intake last took (taken again when its generation moves: one
+    /// atomic load per message).
+    moderation: Arc<Cell>,
+    snapshot: Arc<Snapshot>,
 }
 
 /// An empty vector of updates borrowing for another lifetime, in the
@@ -55,6 +61,7 @@ impl Intake {
         decoder: Arc<Decoder>,
         max_event_bytes: usize,
         keep_payloads: bool,
+        moderation: Arc<Cell>,
     ) -> Intake {
         Intake {
             resolver: Resolver::new(&boards),
@@ -64,6 +71,8 @@ impl Intake {
             max_event_bytes,
             keep_payloads,
             updates: Vec::new(),
+            snapshot: moderation.current(),
+            moderation,
         }
     }
 
@@ -114,7 +123,17 @@ impl Intake {
             ts: event.ts,
             kind: event.kind,
         };
-        batch.add_event(&self.boards, &mut self.resolver, taken, &updates, now);
+        if self.snapshot.generation != self.moderation.generation() {
+            self.snapshot = self.moderation.current();
+        }
+        batch.add_moderated_event(
+            &self.boards,
+            &mut self.resolver,
+            taken,
+            &mut updates,
+            now,
+            &self.snapshot,
+        );
         self.updates = recycle(updates);
     }
 

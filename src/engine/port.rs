@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::batch::Batch;
 use super::flush::{Flushed, Flusher};
+use crate::moderation::Cell;
 use crate::sink::positions;
 use crate::source::{KafkaConsumer, TopicPartition, offsets_list};
 
@@ -100,6 +101,9 @@ pub(crate) trait Sink: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<Positions, String>>;
     /// Whether dead letters go to a topic (and so keep their payloads).
     fn keeps_payloads(&self) -> bool;
+    /// Who is hidden or erased, as the sink last read it (the intake counts
+    /// outcomes and drops erased members' updates with it).
+    fn moderation(&self) -> Arc<Cell>;
 }
 
 impl Sink for Flusher {
@@ -114,6 +118,10 @@ impl Sink for Flusher {
 
     fn epoch(&self) -> u64 {
         self.writer.store().epoch()
+    }
+
+    fn moderation(&self) -> Arc<Cell> {
+        self.writer.moderation().clone()
     }
 
     fn positions(

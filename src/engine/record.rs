@@ -54,6 +54,8 @@ pub(crate) struct AppliedEvent {
     pub(crate) ts: i64,
     /// Its type, a label of `rankflow_events_total`.
     pub(crate) kind: EventType,
+    /// Every update is of a hidden member: counted `hidden`, not `applied`.
+    pub(crate) hidden: bool,
 }
 
 /// A batch's final counts once Redis acknowledged it.
@@ -175,6 +177,10 @@ impl Record {
                 Some(f) if f.taken => Some(Outcome::Applied),
                 Some(f) if f.late => Some(Outcome::Late),
                 Some(_) => None,
+            };
+            let outcome = match outcome {
+                Some(Outcome::Applied) if e.hidden => Some(Outcome::Hidden),
+                o => o,
             };
             if let Some(outcome) = outcome {
                 *counts.entry((e.part, Some(e.kind), outcome)).or_insert(0) += 1;

@@ -93,6 +93,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
             engine.decoder,
             engine.max_event_bytes,
             sink.keeps_payloads(),
+            sink.moderation(),
         );
         ConsumerLoop {
             source: engine.consumer,

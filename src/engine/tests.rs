@@ -198,6 +198,11 @@ impl Sink for FakeSink {
     fn keeps_payloads(&self) -> bool {
         false
     }
+    fn moderation(&self) -> Arc<crate::moderation::Cell> {
+        Arc::new(crate::moderation::Cell::new(
+            crate::moderation::MemberHasher::new(None),
+        ))
+    }
 }
 
 type Chunk = Vec<KafkaResult<OwnedMessage>>;

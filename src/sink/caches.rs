@@ -1,11 +1,12 @@
 //! What this consumer remembers having written, so that a batch does not
-//! send it again: key expiries, due-set registrations of archived periods
-//! and scope-registry entries. All three are hints: forgetting them only
+//! send it again: key expiries, due-set registrations of archived periods,
+//! scope-registry entries and member-index entries. All four are hints: forgetting them only
 //! costs writes sent again (each is idempotent), so when Redis is known to
 //! have lost state (its epoch moved) they are forgotten together.
 
 use super::due::Registered;
 use super::expiry::ExpiryCache;
+use super::members;
 use super::scopes::ScopeCache;
 
 /// The caches of one store epoch.
@@ -17,6 +18,8 @@ pub(crate) struct Caches {
     pub(crate) due: Registered,
     /// Scope values registered in the views' scope registries.
     pub(crate) scopes: ScopeCache,
+    /// (member, instance) pairs registered in the member index.
+    pub(crate) members: members::Registered,
     /// The store's state epoch the entries belong to.
     epoch: u64,
 }
@@ -35,5 +38,6 @@ impl Caches {
         self.expiries.clear();
         self.due.clear();
         self.scopes.clear();
+        self.members.clear();
     }
 }

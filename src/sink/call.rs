@@ -36,6 +36,10 @@ pub struct Call {
     pub(crate) expiries: Vec<(String, i64)>,
     /// Partition groups left out because they were applied already.
     updates: usize,
+    /// The moderation generation the calls were encoded with (the apply
+    /// script refuses a call older than an instance's stamp); -1 for calls
+    /// that route no member (trims).
+    pub(crate) modgen: i64,
 }
 
 /// One instance's keys and arguments, ready to be appended to a call.
@@ -66,6 +70,7 @@ pub(crate) fn pack(encoded: Vec<(u32, Encoded)>) -> Vec<Call> {
                 cutoffs: Vec::new(),
                 expiries: Vec::new(),
                 updates: 0,
+                modgen: -1,
             });
         }
         if let Some(c) = calls.last_mut() {
@@ -115,6 +120,7 @@ impl Call {
             .arg(self.keys.len())
             .arg(&self.keys)
             .arg(now)
+            .arg(self.modgen)
             .arg(self.members.len())
             .arg(args);
         cmd

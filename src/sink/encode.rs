@@ -18,6 +18,7 @@ use crate::board::Aggregate;
 use crate::board::BoardSet;
 use crate::board::keys;
 use crate::board::model::{Board, ViewSpec};
+use crate::moderation::{BatchRoutes, Route, Snapshot};
 
 use super::aggregate::{Agg, FieldAggs, combine_fields};
 use super::call::{Call, Encoded, Grouping, MAX_UPDATES_PER_CALL, Member, group_of, pack};
@@ -91,14 +92,20 @@ fn uses_ord(board: &Board) -> bool {
     }
 }
 
-fn push_header(args: &mut Vec<Vec<u8>>, board: &Board, fence_expire: &str) {
-    match &board.composite {
-        Some(c) => args.push(c.layout.script_code().into()),
-        None => args.push(agg_code(board.aggregate).into()),
-    }
-    // "-" after the tie code: the board keeps no dense-rank index (K:v).
+/// A board's rules as the script reads them: the aggregate code (a
+/// composite board's field rules), then the tie code with `-` after it
+/// when the board keeps no dense-rank index (K:v).
+pub(crate) fn rule_codes(board: &Board) -> [Vec<u8>; 2] {
+    let agg = match &board.composite {
+        Some(c) => c.layout.script_code().into(),
+        None => agg_code(board.aggregate).into(),
+    };
     let dense = if board.dense_ranks { "" } else { "-" };
-    args.push(format!("{}{dense}", board.tie_key.code()).into());
+    [agg, format!("{}{dense}", board.tie_key.code()).into()]
+}
+
+fn push_header(args: &mut Vec<Vec<u8>>, board: &Board, fence_expire: &str) {
+    args.extend(rule_codes(board));
     args.push(fence_expire.into());
 }
 
@@ -150,9 +157,21 @@ type Pending = (Agg, Option<Box<FieldAggs>>);
 /// below the fences learnt (`fences`: partition index → fence). The script
 /// applies the instance's groups together or not at all, so a member gets
 /// one update per view however many partitions its events came from.
-fn merge(board: &Board, inst: &Instance, fences: &HashMap<u16, i64>) -> Merged {
+///
+/// With `routes` (someone is hidden or erased), a hidden member's update
+/// goes to the twin of its view, numbered `views + view`, and an erased
+/// member's is left out; its offset still counts in its group, so the
+/// fences move past it and a redelivery finds it applied.
+fn merge(
+    board_index: usize,
+    board: &Board,
+    inst: &Instance,
+    fences: &HashMap<u16, i64>,
+    routes: Option<&BatchRoutes<'_>>,
+) -> Merged {
     let mut groups: BTreeMap<u16, (i64, i64)> = BTreeMap::new();
     let mut updates: FastMap<(u16, u32, i64), Pending> = FastMap::default();
+    let views = inst.views.len() as u16;
     for u in &inst.updates {
         if fences.get(&u.part).is_some_and(|&f| u.offset <= f) {
             continue;
@@ -160,8 +179,13 @@ fn merge(board: &Board, inst: &Instance, fences: &HashMap<u16, i64>) -> Merged {
         let g = groups.entry(u.part).or_insert((u.offset, u.offset));
         g.0 = g.0.min(u.offset);
         g.1 = g.1.max(u.offset);
+        let view = match routes.map(|r| r.route(board_index, u.member)) {
+            None | Some(Route::Visible) => u.view,
+            Some(Route::Hidden) => views + u.view,
+            Some(Route::Erased) => continue,
+        };
         updates
-            .entry((u.view, u.member, u.bucket_end))
+            .entry((view, u.member, u.bucket_end))
             .and_modify(|(a, fields)| {
                 a.combine(board.aggregate, u.agg);
                 if let (Some(acc), Some(other), Some(c)) = (fields, &u.fields, &board.composite) {
@@ -182,6 +206,7 @@ fn encode(
     instance: u32,
     fences: &HashMap<u16, i64>,
     cache: &ExpiryCache,
+    routes: Option<&BatchRoutes<'_>>,
 ) -> Option<Encoded> {
     let inst = &batch.instances[instance as usize];
     let started = Instant::now();
@@ -197,9 +222,25 @@ fn encode(
         }
     };
     let board = &boards.boards[inst.board];
-    let merged = merge(board, inst, fences);
+    let merged = merge(inst.board, board, inst, fences, routes);
     if merged.groups.is_empty() {
         return None;
+    }
+    // The call's views: the instance's, then the twins that updates of
+    // hidden members go to (only those: a twin costs its keys).
+    let nviews = inst.views.len();
+    let mut twins: Vec<bool> = vec![false; nviews];
+    for (view, _, _) in merged.updates.keys() {
+        if let Some(t) = (*view as usize).checked_sub(nviews) {
+            twins[t] = true;
+        }
+    }
+    let mut call_views: Vec<(usize, bool)> = (0..nviews).map(|v| (v, false)).collect();
+    call_views.extend((0..nviews).filter(|&v| twins[v]).map(|v| (v, true)));
+    // Update view number (twins numbered past the views) → call view.
+    let mut position = vec![0u16; 2 * nviews];
+    for (i, (v, twin)) in call_views.iter().enumerate() {
+        position[if *twin { nviews + v } else { *v }] = i as u16;
     }
     let prefix = &boards.key_prefix;
     let fence_key = keys::fence_key(prefix, &inst.tag);
@@ -208,35 +249,43 @@ fn encode(
     push_header(&mut args, board, &expiry(&fence_key, fence_expire));
     let mut call_keys = vec![fence_key];
     push_groups(&mut args, &merged.groups, &batch.fields);
-    // Per view, the sum of |delta| this call adds.
-    let mut absum = vec![0.0f64; inst.views.len()];
+    // Per call view, the sum of |delta| this call adds.
+    let mut absum = vec![0.0f64; call_views.len()];
     for ((view, _, _), (agg, _)) in &merged.updates {
-        absum[*view as usize] += agg.value.abs();
+        absum[position[*view as usize] as usize] += agg.value.abs();
     }
-    args.push(inst.views.len().to_string().into());
+    args.push(call_views.len().to_string().into());
     let mut cutoffs = Vec::new();
-    for (i, v) in inst.views.iter().enumerate() {
-        let key = keys::view_key(prefix, &inst.tag, &v.id);
-        let exp = expiry(&key, v.expire_at);
+    for (i, &(c, twin)) in call_views.iter().enumerate() {
+        let v = &inst.views[c];
+        let real = keys::view_key(prefix, &inst.tag, &v.id);
         let archived = v.close_at.is_some();
-        push_view_keys(&mut call_keys, board, key, v.window_ms.is_some(), archived);
-        match v.window_ms {
-            None => {
-                // "a": a period that the archiver may have closed.
-                args.push(if archived { "a" } else { "p" }.into());
-                args.push(exp.into());
-                args.push(num(absum[i]).into());
-                args.push(bound_field(board, &v.id).unwrap_or_default().into());
+        if twin {
+            // A twin is closed with its view: it is bound to the view's own
+            // closed marker.
+            let key = keys::twin_view_key(prefix, &inst.tag, &v.id);
+            let exp = expiry(&key, v.expire_at);
+            push_view_keys(&mut call_keys, board, key, v.window_ms.is_some(), false);
+            if archived {
+                call_keys.push(keys::closed_key(&real));
             }
-            Some(length) => {
-                args.push("w".into());
-                args.push(exp.into());
-                cutoffs.push((args.len(), length));
-                args.push(Vec::new());
-            }
+            push_view_args(&mut args, &mut cutoffs, board, v, exp, absum[i]);
+            continue;
         }
+        let key = real;
+        let exp = expiry(&key, v.expire_at);
+        push_view_keys(&mut call_keys, board, key, v.window_ms.is_some(), archived);
+        push_view_args(&mut args, &mut cutoffs, board, v, exp, absum[i]);
     }
-    let updates = push_updates(&mut args, board, inst, &batch.members, merged.updates);
+    let updates = push_updates(
+        &mut args,
+        board,
+        inst,
+        &call_views,
+        &position,
+        &batch.members,
+        merged.updates,
+    );
     Some(Encoded {
         member: Member {
             instance,
@@ -249,6 +298,34 @@ fn encode(
         expiries,
         updates,
     })
+}
+
+/// Appends one view's arguments: its kind, expiry, and for a period the
+/// |delta| sum and bound field, for a window the cutoff's place (filled in
+/// per attempt).
+fn push_view_args(
+    args: &mut Vec<Vec<u8>>,
+    cutoffs: &mut Vec<(usize, i64)>,
+    board: &Board,
+    v: &super::updates::ConcreteView,
+    exp: String,
+    absum: f64,
+) {
+    match v.window_ms {
+        None => {
+            // "a": a period that the archiver may have closed.
+            args.push(if v.close_at.is_some() { "a" } else { "p" }.into());
+            args.push(exp.into());
+            args.push(num(absum).into());
+            args.push(bound_field(board, &v.id).unwrap_or_default().into());
+        }
+        Some(length) => {
+            args.push("w".into());
+            args.push(exp.into());
+            cutoffs.push((args.len(), length));
+            args.push(Vec::new());
+        }
+    }
 }
 
 /// Appends the fenced partition ranges: their count, then each one's fence
@@ -270,6 +347,8 @@ fn push_updates(
     args: &mut Vec<Vec<u8>>,
     board: &Board,
     inst: &Instance,
+    call_views: &[(usize, bool)],
+    position: &[u16],
     members: &[Arc<str>],
     merged: FastMap<(u16, u32, i64), Pending>,
 ) -> usize {
@@ -277,17 +356,17 @@ fn push_updates(
     let with_ts = board.needs_time()
         || board.aggregate != Aggregate::Sum
         || inst.views.iter().any(|v| v.window_ms.is_some());
-    let mut per_view: Vec<Vec<(u32, i64, Pending)>> = vec![Vec::new(); inst.views.len()];
+    let mut per_view: Vec<Vec<(u32, i64, Pending)>> = vec![Vec::new(); call_views.len()];
     for ((view, member, bucket), pending) in merged {
-        per_view[view as usize].push((member, bucket, pending));
+        per_view[position[view as usize] as usize].push((member, bucket, pending));
     }
     let mut count = 0;
-    for (view, entries) in per_view.into_iter().enumerate() {
+    for (i, entries) in per_view.into_iter().enumerate() {
         count += entries.len();
         args.push(pack_view(
             board,
             with_ts,
-            inst.views[view].window_ms.is_some(),
+            inst.views[call_views[i].0].window_ms.is_some(),
             members,
             &entries,
         ));
@@ -354,7 +433,8 @@ fn pack_view(
     out
 }
 
-/// Builds the calls for the given instances of a batch.
+/// Builds the calls for the given instances of a batch, routing members
+/// as moderation snapshot `snap` says; the calls carry its generation.
 pub(crate) fn build(
     boards: &BoardSet,
     batch: &Updates,
@@ -362,17 +442,24 @@ pub(crate) fn build(
     fences: &HashMap<u32, HashMap<u16, i64>>,
     grouping: Grouping,
     cache: &ExpiryCache,
+    snap: &Snapshot,
 ) -> Vec<Call> {
     let none = HashMap::new();
+    let routes = snap.batch_routes(&batch.members);
     let encoded = which
         .iter()
         .filter_map(|&i| {
             let known = fences.get(&i).unwrap_or(&none);
             let tag = &batch.instances[i as usize].tag;
-            encode(boards, batch, i, known, cache).map(|e| (group_of(grouping, tag), e))
+            encode(boards, batch, i, known, cache, routes.as_ref())
+                .map(|e| (group_of(grouping, tag), e))
         })
         .collect();
-    pack(encoded)
+    let mut calls = pack(encoded);
+    for c in &mut calls {
+        c.modgen = snap.generation;
+    }
+    calls
 }
 
 /// Calls that only trim the windows of the given instances.

@@ -3,7 +3,7 @@
 //! apply script ([`call`]), sent pipelined through the [`store`], and the
 //! script's replies ([`reply`]) become a [`report::FlushReport`]. Around
 //! it: the caches of what was written recently ([`caches`]: key
-//! [`expiry`], [`due`] periods of the archive, [`scopes`] registries), the
+//! [`expiry`], [`due`] periods of the archive, [`scopes`] registries, the [`members`] index of moderation), the
 //! pre-aggregation rules ([`aggregate`]), the partition [`positions`]
 //! recorded in Redis, and window trimming ([`trim`] on demand, the
 //! background [`trimmer`]).
@@ -16,6 +16,8 @@ pub(crate) mod call;
 pub(crate) mod due;
 pub(crate) mod encode;
 pub(crate) mod expiry;
+pub(crate) mod members;
+pub mod moves;
 pub(crate) mod positions;
 pub mod reply;
 pub mod report;

@@ -36,6 +36,10 @@ pub(crate) enum Reply {
     /// script wrote nothing. Each entry is (member index in the call,
     /// partition field, fence).
     Conflict(Vec<(usize, String, i64)>),
+    /// An instance carries a moderation stamp newer than the generation the
+    /// call was encoded with: the script wrote nothing, and the caller reads
+    /// the moderation record again (at least this generation) and resends.
+    Moderated(i64),
 }
 
 fn text(v: &redis::Value) -> Option<String> {
@@ -97,6 +101,7 @@ impl Reply {
                 }
                 Some(Reply::Conflict(conflicts))
             }
+            2 => Some(Reply::Moderated(int(1)?)),
             _ => None,
         }
     }

@@ -19,8 +19,13 @@ use crate::telemetry::RedisErrorKind;
 use super::call::Grouping;
 
 /// The apply script.
+/// The apply script: the prelude, the state helpers, the moderation moves
+/// (`lua/move.lua`, run when its second argument is `move`) and the apply
+/// passes.
 pub(crate) const APPLY_LUA: &str = concat!(
     include_str!("lua/composite.lua"),
+    include_str!("lua/state.lua"),
+    include_str!("lua/move.lua"),
     include_str!("lua/apply.lua")
 );
 
@@ -120,7 +125,7 @@ impl StoreError {
 /// `INFO` detects cluster mode and watches the run id; `CLUSTER SLOTS` is
 /// how the cluster client learns the slot map; redis-rs's `CLIENT SETINFO`
 /// at connect may fail (its reply is ignored), so it is not granted.
-pub const ACL_RULES: &str = "resetkeys ~<key_prefix>:* resetchannels -@all +ping +info +cluster|slots +wait +script|load +evalsha +exists +get +set +hget +hmget +hset +hdel +hincrby +hscan +persist +unlink +pexpireat +pexpiretime +zadd +zmscore +zrem +zscore +zcard +zcount +zrank +zrevrank +zrange +zrevrange +zrangebylex +zrangebyscore +zremrangebyscore +zremrangebyrank +zunionstore +pexpire +zscan +rename";
+pub const ACL_RULES: &str = "resetkeys ~<key_prefix>:* resetchannels -@all +ping +info +cluster|slots +wait +script|load +evalsha +exists +get +set +hget +hmget +hset +hsetnx +hdel +hexists +hkeys +hgetall +hincrby +hscan +persist +unlink +pexpireat +pexpiretime +zadd +zmscore +zrem +zscore +zcard +zcount +zrank +zrevrank +zrange +zrevrange +zrangebylex +zrangebyscore +zremrangebyscore +zremrangebyrank +zunionstore +pexpire +zscan +rename +del";
 
 /// [`ACL_RULES`] for a key prefix.
 pub fn acl_rules(key_prefix: &str) -> String {
@@ -415,6 +420,48 @@ impl Store {
         Ok(())
     }
 
+    /// Groups of commands, each group on one key (one slot), executed in
+    /// its order: on one node a single pipeline; on a cluster one pipeline
+    /// per group, the groups concurrently. Returns every reply, in order.
+    pub(crate) async fn ordered(
+        &self,
+        groups: &[Vec<redis::Cmd>],
+    ) -> Result<Vec<Value>, StoreError> {
+        let pipe_of = |cmds: &[redis::Cmd]| {
+            let mut pipe = redis::pipe();
+            for c in cmds {
+                pipe.add_command(c.clone());
+            }
+            pipe
+        };
+        match &self.conn {
+            Conn::Single(conn) => {
+                let all: Vec<redis::Cmd> = groups.iter().flatten().cloned().collect();
+                let mut out = Vec::with_capacity(all.len());
+                for chunk in all.chunks(CALLS_PER_ROUND_TRIP * 64) {
+                    let replies: Vec<Value> = pipe_of(chunk)
+                        .ignore_errors()
+                        .query_async(&mut conn.clone())
+                        .await?;
+                    out.extend(replies);
+                }
+                Ok(out)
+            }
+            Conn::Cluster(conn) => {
+                let sent = groups.iter().map(|g| {
+                    let mut conn = conn.clone();
+                    let pipe = pipe_of(g);
+                    async move { pipe.query_async::<Vec<Value>>(&mut conn).await }
+                });
+                let mut out = Vec::new();
+                for r in futures::future::join_all(sent).await {
+                    out.extend(r?);
+                }
+                Ok(out)
+            }
+        }
+    }
+
     /// One command, for reads and small writes.
     pub(crate) async fn query<T: redis::FromRedisValue>(
         &self,
@@ -561,6 +608,10 @@ mod tests {
         "zrevrank",
         "zrange",
         "zrevrange",
+        "hgetall",
+        "hkeys",
+        "hsetnx",
+        "del",
     ];
 
     fn granted() -> Vec<&'static str> {

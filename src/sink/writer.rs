@@ -17,11 +17,13 @@ use std::time::Instant;
 
 use crate::board::BoardSet;
 use crate::board::keys;
+use crate::moderation::{Cell, MemberHasher};
 
 use super::caches::Caches;
 use super::call::Call;
 use super::due;
 use super::encode;
+use super::members;
 use super::reply::Reply;
 use super::report::FlushReport;
 use super::scopes;
@@ -40,6 +42,8 @@ pub struct Writer {
     boards: Arc<BoardSet>,
     /// What this consumer wrote recently (see [`Caches`]).
     caches: Mutex<Caches>,
+    /// Who is hidden or erased, as this consumer last read it.
+    moderation: Arc<Cell>,
 }
 
 impl Writer {
@@ -49,7 +53,26 @@ impl Writer {
             store,
             boards,
             caches: Mutex::new(Caches::default()),
+            moderation: Arc::new(Cell::new(MemberHasher::new(None))),
         }
+    }
+
+    /// The same writer sharing `cell` (keyed by the configured
+    /// `[admin] erase_key`) as its view of the moderation record.
+    pub fn with_moderation(mut self, cell: Arc<Cell>) -> Writer {
+        self.moderation = cell;
+        self
+    }
+
+    /// Its view of the moderation record.
+    pub fn moderation(&self) -> &Arc<Cell> {
+        &self.moderation
+    }
+
+    /// Reads the moderation record (at start-up, so that the first batch's
+    /// outcomes already know who is hidden or erased).
+    pub async fn load_moderation(&self) -> Result<(), StoreError> {
+        members::load(&self.store, &self.boards, &self.moderation).await
     }
 
     /// The Redis store it writes through.
@@ -88,6 +111,7 @@ impl Writer {
             &HashMap::new(),
             self.store.grouping(),
             &caches.expiries,
+            &self.moderation.current(),
         )
     }
 
@@ -102,6 +126,10 @@ impl Writer {
         now: i64,
     ) -> Result<FlushReport, StoreError> {
         let mut round = Round::new(&self.boards, updates);
+        if !self.moderation.loaded() {
+            members::load(&self.store, &self.boards, &self.moderation).await?;
+        }
+        self.register_members(updates).await?;
         self.register_due(updates).await?;
         let registered_at = Instant::now();
         let scope_entries = scopes::wanted(
@@ -110,9 +138,15 @@ impl Writer {
             &self.caches().scopes,
             registered_at,
         );
+        let snap = self.moderation.current();
+        // Calls prepared before the moderation record was read again are
+        // encoded again.
+        if prepared.iter().any(|c| c.modgen != snap.generation) {
+            round.pending = (0..updates.instances.len() as u32).collect();
+        }
         for n in 0..MAX_CONFLICT_ROUNDS {
             let rebuilt;
-            let calls: &[Call] = if n == 0 {
+            let calls: &[Call] = if n == 0 && round.pending.is_empty() {
                 prepared
             } else {
                 rebuilt = encode::build(
@@ -122,6 +156,7 @@ impl Writer {
                     &round.fences,
                     self.store.grouping(),
                     &self.caches().expiries,
+                    &self.moderation.current(),
                 );
                 &rebuilt
             };
@@ -135,6 +170,13 @@ impl Writer {
             }
             let replies = self.store.pipeline(&cmds, scripts.epoch).await?;
             round.read_replies(calls, &replies)?;
+            if let Some(stamp) = round.moderated.take() {
+                tracing::info!(
+                    generation = stamp,
+                    "A member was hidden, restored or erased since this batch was encoded; reading the moderation record again."
+                );
+                members::load(&self.store, &self.boards, &self.moderation).await?;
+            }
             self.remember(
                 calls,
                 &round.pending,
@@ -176,6 +218,20 @@ impl Writer {
             .record(applied.flat_map(|c| c.expiries.iter().cloned()), now);
     }
 
+    /// Registers the (member, scoped instance) pairs of the batch this
+    /// consumer has not registered before in the member index, before
+    /// anything of the batch is applied; when a member turns out hidden or
+    /// erased, reads the moderation record again (see [`members`]).
+    async fn register_members(&self, updates: &Updates) -> Result<(), StoreError> {
+        let snap = self.moderation.current();
+        let wanted = members::wanted(&self.boards, updates, &self.caches().members, &snap);
+        if members::register(&self.store, &wanted).await? {
+            members::load(&self.store, &self.boards, &self.moderation).await?;
+        }
+        members::record(&mut self.caches().members, &wanted);
+        Ok(())
+    }
+
     /// Registers the archived periods the batch touches in the due set (those
     /// this consumer has not registered recently), before anything of the batch
     /// is applied: a period with data is then always known to the archivers.
@@ -196,8 +252,11 @@ struct Round<'a> {
     part_by_field: HashMap<&'a str, u16>,
     /// Batch instance → partition index → fence learnt from a conflict.
     fences: HashMap<u32, HashMap<u16, i64>>,
-    /// Instances to send again (their call met a fence).
+    /// Instances to send again (their call met a fence, or a moderation
+    /// stamp).
     pending: Vec<u32>,
+    /// The newest moderation stamp a call was refused for, if any.
+    moderated: Option<i64>,
 }
 
 impl Round<'_> {
@@ -213,6 +272,7 @@ impl Round<'_> {
                 .collect(),
             fences: HashMap::new(),
             pending: Vec::new(),
+            moderated: None,
         }
     }
 
@@ -233,6 +293,12 @@ impl Round<'_> {
                     }
                     // The script wrote nothing of this call: send all of it
                     // again, without what the fences show applied.
+                    self.pending.extend(c.members.iter().map(|m| m.instance));
+                }
+                Some(Reply::Moderated(stamp)) => {
+                    // Nothing of this call was written: all of it again,
+                    // once the record is read.
+                    self.moderated = Some(self.moderated.map_or(stamp, |m| m.max(stamp)));
                     self.pending.extend(c.members.iter().map(|m| m.instance));
                 }
                 Some(Reply::Done { more, counts }) => {

@@ -52,6 +52,8 @@ pub enum Role {
     Producer,
     /// The archiver's producer of period-closed messages.
     ClosedProducer,
+    /// The admin API's producer of audit messages.
+    AuditProducer,
 }
 
 impl Role {
@@ -61,6 +63,7 @@ impl Role {
             Role::DeadLetterProducer => "dead-letter producer",
             Role::Producer => "producer of `rankflow produce`",
             Role::ClosedProducer => "period-closed producer ([archive] closed_topic)",
+            Role::AuditProducer => "audit producer ([admin] audit_topic)",
         }
     }
 }
@@ -250,7 +253,10 @@ impl Properties {
             Role::Consumer => cc
                 .create_with_context::<_, BaseConsumer<Quiet>>(Quiet)
                 .map(drop),
-            Role::DeadLetterProducer | Role::Producer | Role::ClosedProducer => cc
+            Role::DeadLetterProducer
+            | Role::Producer
+            | Role::ClosedProducer
+            | Role::AuditProducer => cc
                 .create_with_context::<_, BaseProducer<Quiet>>(Quiet)
                 .map(drop),
         }
@@ -406,6 +412,21 @@ pub(crate) fn dead_letter_properties(config: &KafkaConfig) -> Result<Properties,
             ("enable.idempotence", "true"),
             ("message.timeout.ms", "10000"),
             ("linger.ms", "5"),
+        ],
+    )
+}
+
+/// The audit producer's properties (`[admin] audit_topic`): `[kafka.client]`
+/// for producers, then idempotence (a retry inside librdkafka neither
+/// duplicates nor loses a message).
+pub(crate) fn audit_properties(config: &KafkaConfig) -> Result<Properties, ClientError> {
+    producer_properties(
+        config,
+        Role::AuditProducer,
+        &[],
+        &[
+            ("enable.idempotence", "true"),
+            ("message.timeout.ms", "10000"),
         ],
     )
 }

@@ -18,14 +18,22 @@ pub enum Outcome {
     Invalid,
     /// Every view it would change is past its retention or out of its window.
     Late,
+    /// Its member is hidden from every board it would change: kept aside
+    /// for a restore (docs/moderation.md).
+    Hidden,
+    /// Its member was erased from every board it would change: it changed
+    /// nothing.
+    Erased,
 }
 
 impl Outcome {
-    pub(crate) const ALL: [Outcome; 4] = [
+    pub(crate) const ALL: [Outcome; 6] = [
         Outcome::Applied,
         Outcome::Filtered,
         Outcome::Invalid,
         Outcome::Late,
+        Outcome::Hidden,
+        Outcome::Erased,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -34,6 +42,8 @@ impl Outcome {
             Outcome::Filtered => "filtered",
             Outcome::Invalid => "invalid",
             Outcome::Late => "late",
+            Outcome::Hidden => "hidden",
+            Outcome::Erased => "erased",
         }
     }
 }

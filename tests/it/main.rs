@@ -38,6 +38,7 @@ mod history_outage;
 mod http;
 mod layout;
 mod listener;
+mod moderation;
 mod operations;
 mod overtaken;
 mod pipeline;

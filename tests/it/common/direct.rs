@@ -29,6 +29,8 @@ pub struct Direct {
     offsets: [i64; 2],
     /// The last batch applied, for [`Direct::redeliver_last`].
     last: Option<(Batch, i64)>,
+    /// `[admin] erase_key`, for [`Direct::moderator`].
+    erase_key: Option<String>,
 }
 
 impl Direct {
@@ -49,7 +51,40 @@ impl Direct {
             decoder: Decoder::new(65536).expect("decoder"),
             offsets: [0; 2],
             last: None,
+            erase_key: None,
         }
+    }
+
+    /// The same, with `[admin] erase_key` set (the keyed hashes of member
+    /// ids the consumer and [`Direct::moderator`] share).
+    pub fn with_erase_key(mut self, key: &str) -> Direct {
+        let cell =
+            rankflow::moderation::Cell::new(rankflow::moderation::MemberHasher::new(Some(key)));
+        self.writer =
+            Writer::new(self.store.clone(), self.boards.clone()).with_moderation(Arc::new(cell));
+        self.erase_key = Some(key.to_string());
+        self
+    }
+
+    /// Reads the moderation record, as the consumer does when it starts.
+    pub async fn load_moderation(&self) {
+        self.writer
+            .load_moderation()
+            .await
+            .expect("moderation record");
+    }
+
+    /// The admin API's member actions for these boards, on this clock,
+    /// without waiting for cached unions (no reader caches any here).
+    pub fn moderator(&self) -> rankflow::admin::Moderator {
+        rankflow::admin::Moderator::new(
+            self.store.clone(),
+            self.boards.clone(),
+            rankflow::moderation::MemberHasher::new(self.erase_key.as_deref()),
+            Arc::new(self.clock.clone()),
+            0,
+            rankflow::admin::Audit::log_only(),
+        )
     }
 
     /// Takes over `other`'s partitions where it stopped, as a consumer
@@ -96,7 +131,14 @@ impl Direct {
                 ts: event.ts,
                 kind: event.kind,
             };
-            outcomes.push(batch.add_event(&self.boards, &mut self.resolver, taken, &updates, now));
+            outcomes.push(batch.add_moderated_event(
+                &self.boards,
+                &mut self.resolver,
+                taken,
+                &mut updates,
+                now,
+                &self.writer.moderation().current(),
+            ));
         }
         (batch, outcomes)
     }
@@ -159,6 +201,7 @@ impl Direct {
             reader: slot,
             streams: Default::default(),
             admin: Arc::new(rankflow::admin::Tokens::none()),
+            moderator: Default::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

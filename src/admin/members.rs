@@ -1,0 +1,697 @@
+//! Hiding, restoring and erasing a member (docs/moderation.md), for the
+//! admin API and `rankflow member`. One action, in this order:
+//!
+//! 1. The fleet's moderation record (`<prefix>:moderation`) takes the new
+//!    state, then its generation G is raised: a consumer that reads the
+//!    record at G or later routes the member accordingly.
+//! 2. The member's index entry takes the new state and answers the scoped
+//!    instances the member was written to (see `crate::sink::members` for
+//!    why a consumer registering a new instance meanwhile is seen by one
+//!    side or the other).
+//! 3. Per board instance, one call of the apply script's `move` mode moves
+//!    the member between the views and their twins (or out of both), and
+//!    stamps the instance with G: an apply call encoded before the
+//!    consumer heard of the action is refused there and encoded again.
+//! 4. Unions of views cached by readers are left to expire
+//!    (`[http] union_cache`), so none still shows the old state.
+//! 5. The action is logged and announced (see [`super::audit`]).
+//!
+//! Every step can be repeated: a process killed in the middle leaves the
+//! record saying what was asked, and the same request finishes the job.
+//! One action per member at a time: a lock key (60 s) beside its index
+//! entry; a second action meanwhile is refused (409) rather than
+//! interleaved.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::board::BoardSet;
+use crate::board::keys;
+use crate::clock::SharedClock;
+use crate::moderation::{
+    ERASED_PREFIX, ErasedEntry, GEN_FIELD, HIDDEN_PREFIX, HiddenEntry, KEY_FIELD, MemberHasher,
+};
+use crate::sink::members::{INSTANCE_PREFIX, STATE_FIELD};
+use crate::sink::moves::{self, MoveAction};
+use crate::sink::store::{Store, StoreError, server_error};
+
+use super::audit::{Audit, AuditEntry, AuditError};
+
+/// Longest member id an action takes (ids are short in every schema).
+pub const MAX_MEMBER_BYTES: usize = 1024;
+
+/// How long an action's lock on a member lives if its process dies.
+const LOCK_MS: u64 = 60_000;
+
+/// Rounds of a move call whose window trimming ran out of budget.
+const MAX_MOVE_ROUNDS: usize = 64;
+
+/// Move calls per pipelined round trip.
+const MOVES_PER_ROUND_TRIP: usize = 64;
+
+/// What an action does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberAction {
+    /// Take the member off boards, keeping its data aside.
+    Hide,
+    /// Bring a hidden member back.
+    Restore,
+    /// Remove every trace of the member (a deletion request).
+    Erase,
+}
+
+impl MemberAction {
+    /// The action's name in the audit trail.
+    pub fn audit_name(self) -> &'static str {
+        match self {
+            MemberAction::Hide => "member.hide",
+            MemberAction::Restore => "member.restore",
+            MemberAction::Erase => "member.erase",
+        }
+    }
+}
+
+/// An action's request.
+#[derive(Debug, Clone, Default)]
+pub struct ActionRequest {
+    /// The member id, as the boards hold it.
+    pub member: String,
+    /// The boards it applies to; `None`: every board.
+    pub boards: Option<Vec<String>>,
+    /// Why, for the audit trail.
+    pub reason: Option<String>,
+}
+
+/// Why an action or a look-up was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    /// The request names something that does not exist (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The member's state does not allow the action (409).
+    #[error("{0}")]
+    Conflict(String),
+    /// Redis failed; nothing half-done is shown as done, and repeating the
+    /// request finishes it (503).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The action took effect but could not be announced (503; repeating it
+    /// announces it).
+    #[error(transparent)]
+    Audit(#[from] AuditError),
+}
+
+impl MemberError {
+    /// Whether repeating the same request may succeed.
+    pub fn is_retriable(&self) -> bool {
+        matches!(self, MemberError::Store(_) | MemberError::Audit(_))
+    }
+}
+
+/// A member's state (`GET /v1/admin/members/{member}` and every action's
+/// answer).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct MemberReport {
+    /// The id asked about; absent for an erased member's answer to an
+    /// erasure (only its keyed hash is kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// `visible`, `hidden` or `erased`.
+    pub state: &'static str,
+    /// For a hidden member: the boards it is hidden from (`null`: all),
+    /// when, by whom and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<HiddenEntry>,
+    /// Per board that holds it: the views and scopes, visible or kept
+    /// aside.
+    pub boards: Vec<Holding>,
+}
+
+/// Where one board holds a member.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Holding {
+    /// The board.
+    pub board: String,
+    /// Views showing it (`day:2026-11-21`, `win:3h`, `all`).
+    pub views: Vec<String>,
+    /// Views keeping it aside while it is hidden.
+    pub hidden_views: Vec<String>,
+    /// Scope values it is held in (scoped boards).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+}
+
+/// Performs member actions for one configuration.
+#[derive(Debug, Clone)]
+pub struct Moderator {
+    store: Store,
+    boards: Arc<BoardSet>,
+    hasher: MemberHasher,
+    clock: SharedClock,
+    /// How long readers may keep a union's result (`[http] union_cache`).
+    union_cache: Duration,
+    audit: Audit,
+}
+
+impl Moderator {
+    /// A moderator over `store` for `boards`; `hasher` is keyed by
+    /// `[admin] erase_key`.
+    pub fn new(
+        store: Store,
+        boards: Arc<BoardSet>,
+        hasher: MemberHasher,
+        clock: SharedClock,
+        union_cache_ms: i64,
+        audit: Audit,
+    ) -> Moderator {
+        Moderator {
+            store,
+            boards,
+            hasher,
+            clock,
+            union_cache: Duration::from_millis(union_cache_ms.max(0) as u64),
+            audit,
+        }
+    }
+
+    fn prefix(&self) -> &str {
+        &self.boards.key_prefix
+    }
+
+    fn check_member(member: &str) -> Result<(), MemberError> {
+        if member.is_empty() || member.len() > MAX_MEMBER_BYTES {
+            return Err(MemberError::BadRequest(format!(
+                "a member id has 1 to {MAX_MEMBER_BYTES} bytes"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Board indices of `names` (every board for `None`).
+    fn board_indices(&self, names: Option<&[String]>) -> Result<Vec<usize>, MemberError> {
+        let Some(names) = names else {
+            return Ok((0..self.boards.boards.len()).collect());
+        };
+        if names.is_empty() {
+            return Err(MemberError::BadRequest(
+                "\"boards\" is empty; leave it out to mean every board".to_string(),
+            ));
+        }
+        let mut out = Vec::new();
+        for n in names {
+            match self.boards.boards.iter().position(|b| b.name == *n) {
+                Some(i) if !out.contains(&i) => out.push(i),
+                Some(_) => {}
+                None => {
+                    return Err(MemberError::BadRequest(format!("no board named {n:?}")));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The record's entries about `member`: hidden entry, erased.
+    async fn recorded(
+        &self,
+        member: &str,
+        hex: &str,
+    ) -> Result<(Option<HiddenEntry>, bool), MemberError> {
+        let record = keys::moderation_key(self.prefix());
+        let replies = self
+            .store
+            .ordered(&[vec![
+                redis::cmd("HGET")
+                    .arg(&record)
+                    .arg(format!("{HIDDEN_PREFIX}{member}"))
+                    .clone(),
+                redis::cmd("HEXISTS")
+                    .arg(&record)
+                    .arg(format!("{ERASED_PREFIX}{hex}"))
+                    .clone(),
+            ]])
+            .await?;
+        if let Some(e) = replies.iter().find_map(server_error) {
+            return Err(e.into());
+        }
+        let hidden: Option<String> = match replies.first() {
+            Some(v) => redis::from_redis_value(v.clone())
+                .map_err(|e| StoreError::Protocol(e.to_string()))?,
+            None => None,
+        };
+        let erased = matches!(replies.get(1), Some(redis::Value::Int(1)));
+        let hidden = hidden.and_then(|text| serde_json::from_str(&text).ok());
+        Ok((hidden, erased))
+    }
+
+    /// Hides, restores or erases a member; answers its state once done.
+    pub async fn act(
+        &self,
+        action: MemberAction,
+        req: &ActionRequest,
+        actor: &str,
+    ) -> Result<MemberReport, MemberError> {
+        Self::check_member(&req.member)?;
+        let chosen = self.board_indices(req.boards.as_deref())?;
+        if action == MemberAction::Erase && !self.hasher.keyed() {
+            return Err(MemberError::Conflict(
+                "erasing needs [admin] erase_key (the key of the hashes that record an erasure instead of the id); see docs/moderation.md".to_string(),
+            ));
+        }
+        if action == MemberAction::Erase && req.boards.is_some() {
+            return Err(MemberError::BadRequest(
+                "an erasure covers every board; leave \"boards\" out".to_string(),
+            ));
+        }
+        let hex = self.hasher.hex(&req.member);
+        let index = keys::member_key(self.prefix(), &hex);
+        let lock = format!("{index}:lock");
+        let token = format!("{}-{}", std::process::id(), self.clock.now_ms());
+        let locked: Option<String> = self
+            .store
+            .query(
+                redis::cmd("SET")
+                    .arg(&lock)
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(LOCK_MS),
+            )
+            .await?;
+        if locked.is_none() {
+            return Err(MemberError::Conflict(
+                "another action on this member is under way; try again when it is done".to_string(),
+            ));
+        }
+        let started = Instant::now();
+        let result = self
+            .act_locked(action, req, actor, &chosen, &hex, &index)
+            .await;
+        // The lock goes whatever happened (it also expires on its own).
+        let _: Result<i64, _> = self.store.query(redis::cmd("DEL").arg(&lock)).await;
+        let (report, detail) = result?;
+        let target = match action {
+            MemberAction::Erase => format!("member-hash:{hex}"),
+            _ => format!("member:{}", req.member),
+        };
+        let mut detail = detail;
+        if let Some(obj) = detail.as_object_mut() {
+            obj.insert(
+                "took_ms".to_string(),
+                serde_json::json!(started.elapsed().as_millis() as u64),
+            );
+        }
+        self.audit
+            .record(&AuditEntry {
+                at: rfc3339(self.clock.now_ms()),
+                actor: actor.to_string(),
+                action: action.audit_name().to_string(),
+                target,
+                detail,
+            })
+            .await?;
+        Ok(report)
+    }
+
+    async fn act_locked(
+        &self,
+        action: MemberAction,
+        req: &ActionRequest,
+        actor: &str,
+        chosen: &[usize],
+        hex: &str,
+        index: &str,
+    ) -> Result<(MemberReport, serde_json::Value), MemberError> {
+        let member = req.member.as_str();
+        let now = self.clock.now_ms();
+        let (hidden, erased) = self.recorded(member, hex).await?;
+        if erased && action != MemberAction::Erase {
+            return Err(MemberError::Conflict(
+                "this member was erased; its events change no board any more".to_string(),
+            ));
+        }
+        let names = |idx: &[usize]| -> Vec<String> {
+            idx.iter()
+                .map(|&i| self.boards.boards[i].name.clone())
+                .collect()
+        };
+        let all = self.boards.boards.len();
+        // Boards hidden before and after the action.
+        let before: Vec<usize> = match &hidden {
+            None => Vec::new(),
+            Some(h) => self.board_indices(h.boards.as_deref()).unwrap_or_default(),
+        };
+        let after: Vec<usize> = match action {
+            MemberAction::Hide => {
+                let mut b = before.clone();
+                b.extend(chosen.iter().filter(|i| !before.contains(i)));
+                b.sort_unstable();
+                b
+            }
+            MemberAction::Restore => before
+                .iter()
+                .copied()
+                .filter(|i| !chosen.contains(i))
+                .collect(),
+            MemberAction::Erase => Vec::new(),
+        };
+        // A hide names its actor; what a partial restore leaves keeps the
+        // hide's.
+        let entry = (!after.is_empty()).then(|| HiddenEntry {
+            boards: (after.len() < all).then(|| names(&after)),
+            at: if action == MemberAction::Hide {
+                now
+            } else {
+                hidden.as_ref().map_or(now, |h| h.at)
+            },
+            actor: match (&hidden, action) {
+                (Some(h), MemberAction::Restore) => h.actor.clone(),
+                _ => actor.to_string(),
+            },
+            reason: req
+                .reason
+                .clone()
+                .or_else(|| hidden.as_ref().and_then(|h| h.reason.clone())),
+        });
+        // 1. The record, then its generation.
+        let record = keys::moderation_key(self.prefix());
+        let hidden_field = format!("{HIDDEN_PREFIX}{member}");
+        let mut first = Vec::new();
+        match (&entry, action) {
+            (_, MemberAction::Erase) => {
+                let erased_entry = ErasedEntry {
+                    at: now,
+                    actor: actor.to_string(),
+                };
+                first.push(
+                    redis::cmd("HSET")
+                        .arg(&record)
+                        .arg(format!("{ERASED_PREFIX}{hex}"))
+                        .arg(serde_json::to_string(&erased_entry).unwrap_or_default())
+                        .clone(),
+                );
+                first.push(redis::cmd("HDEL").arg(&record).arg(&hidden_field).clone());
+            }
+            (Some(e), _) => first.push(
+                redis::cmd("HSET")
+                    .arg(&record)
+                    .arg(&hidden_field)
+                    .arg(serde_json::to_string(e).unwrap_or_default())
+                    .clone(),
+            ),
+            (None, _) => first.push(redis::cmd("HDEL").arg(&record).arg(&hidden_field).clone()),
+        }
+        first.push(
+            redis::cmd("HSETNX")
+                .arg(&record)
+                .arg(KEY_FIELD)
+                .arg(self.hasher.key_id())
+                .clone(),
+        );
+        first.push(
+            redis::cmd("HINCRBY")
+                .arg(&record)
+                .arg(GEN_FIELD)
+                .arg(1)
+                .clone(),
+        );
+        let replies = self.store.ordered(&[first]).await?;
+        if let Some(e) = replies.iter().find_map(server_error) {
+            return Err(e.into());
+        }
+        let stamp = match replies.last() {
+            Some(redis::Value::Int(g)) => *g,
+            other => {
+                return Err(StoreError::Protocol(format!(
+                    "HINCRBY of the moderation generation returned {other:?}"
+                ))
+                .into());
+            }
+        };
+        // 2. The member's index entry: its state, and where it was written.
+        let state_cmd = match (&entry, action) {
+            (_, MemberAction::Erase) => redis::cmd("HSET")
+                .arg(index)
+                .arg(STATE_FIELD)
+                .arg("{\"state\":\"erased\"}")
+                .clone(),
+            (Some(e), _) => redis::cmd("HSET")
+                .arg(index)
+                .arg(STATE_FIELD)
+                .arg(serde_json::to_string(e).unwrap_or_default())
+                .clone(),
+            (None, _) => redis::cmd("HDEL").arg(index).arg(STATE_FIELD).clone(),
+        };
+        let registered = self.instances_after(index, state_cmd).await?;
+        // 3. The moves, per board and instance.
+        let (move_action, moved_boards) = match action {
+            MemberAction::Hide => (MoveAction::Hide, chosen.to_vec()),
+            MemberAction::Restore => (MoveAction::Restore, chosen.to_vec()),
+            MemberAction::Erase => (MoveAction::Erase, (0..all).collect()),
+        };
+        let instances = self.instances_of(&moved_boards, &registered);
+        let found = self
+            .moves(&instances, move_action, member, stamp, now)
+            .await?;
+        if action == MemberAction::Erase {
+            // The index keeps the state alone: no instance names the member
+            // any more.
+            let mut hdel = redis::cmd("HDEL");
+            hdel.arg(index);
+            for tag in &registered {
+                hdel.arg(format!("{INSTANCE_PREFIX}{tag}"));
+            }
+            if !registered.is_empty() {
+                let _: i64 = self.store.query(&hdel).await?;
+            }
+        }
+        // 4. Unions cached before the moves expire.
+        tokio::time::sleep(self.union_cache).await;
+        let holdings = self.holdings(&instances, &found);
+        let report = MemberReport {
+            member: (action != MemberAction::Erase).then(|| member.to_string()),
+            state: match (action, &entry) {
+                (MemberAction::Erase, _) => "erased",
+                (_, Some(_)) => "hidden",
+                (_, None) => "visible",
+            },
+            hidden: entry.clone(),
+            boards: match action {
+                MemberAction::Erase => Vec::new(),
+                _ => holdings,
+            },
+        };
+        let detail = serde_json::json!({
+            "boards": req.boards,
+            "reason": req.reason,
+            "instances": instances.len(),
+            "generation": stamp,
+        });
+        Ok((report, detail))
+    }
+
+    /// Runs `state_cmd` on the member's index entry, then reads the scoped
+    /// instances it names (in that order, on one key).
+    async fn instances_after(
+        &self,
+        index: &str,
+        state_cmd: redis::Cmd,
+    ) -> Result<Vec<String>, MemberError> {
+        let replies = self
+            .store
+            .ordered(&[vec![state_cmd, redis::cmd("HKEYS").arg(index).clone()]])
+            .await?;
+        if let Some(e) = replies.iter().find_map(server_error) {
+            return Err(e.into());
+        }
+        let fields: Vec<String> = match replies.get(1) {
+            Some(v) => redis::from_redis_value(v.clone())
+                .map_err(|e| StoreError::Protocol(e.to_string()))?,
+            None => Vec::new(),
+        };
+        Ok(fields
+            .into_iter()
+            .filter_map(|f| f.strip_prefix(INSTANCE_PREFIX).map(str::to_string))
+            .collect())
+    }
+
+    /// The instances of `boards` the member may be in: an unscoped board's
+    /// one, a scoped board's as its index entry names them.
+    fn instances_of(&self, boards: &[usize], registered: &[String]) -> Vec<(usize, String)> {
+        let mut out = Vec::new();
+        for &b in boards {
+            let board = &self.boards.boards[b];
+            if board.scope.is_none() {
+                out.push((b, board.tag(None)));
+                continue;
+            }
+            for tag in registered {
+                if keys::parse_tag(tag).is_some_and(|(name, _)| name == board.name) {
+                    out.push((b, tag.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Sends the move calls of `instances`, again for those whose window
+    /// trimming ran out of budget; answers, per instance, where the member
+    /// was in each of its views before (see [`moves::parse_reply`]), with
+    /// the views' ids.
+    async fn moves(
+        &self,
+        instances: &[(usize, String)],
+        action: MoveAction,
+        member: &str,
+        stamp: i64,
+        now: i64,
+    ) -> Result<Vec<Vec<(String, u8)>>, MemberError> {
+        let views: Vec<Vec<(String, Option<i64>)>> = instances
+            .iter()
+            .map(|(b, _)| self.boards.boards[*b].live_views(now, self.boards.future_skew_ms))
+            .collect();
+        let mut found: Vec<Option<Vec<u8>>> = vec![None; instances.len()];
+        let mut pending: Vec<usize> = (0..instances.len()).collect();
+        for _ in 0..MAX_MOVE_ROUNDS {
+            if pending.is_empty() {
+                break;
+            }
+            let scripts = self.store.scripts();
+            let mut again = Vec::new();
+            for chunk in pending.chunks(MOVES_PER_ROUND_TRIP) {
+                let cmds: Vec<redis::Cmd> = chunk
+                    .iter()
+                    .map(|&i| {
+                        let (b, tag) = &instances[i];
+                        moves::command(
+                            &scripts.apply,
+                            self.prefix(),
+                            &self.boards.boards[*b],
+                            tag,
+                            &views[i],
+                            action,
+                            member,
+                            stamp,
+                            now,
+                        )
+                    })
+                    .collect();
+                let replies = match self.store.pipeline(&cmds, scripts.epoch).await {
+                    // The scripts were loaded again: the next round uses them.
+                    Err(StoreError::LostState) => {
+                        again.extend_from_slice(chunk);
+                        continue;
+                    }
+                    r => r?,
+                };
+                if let Some(e) = replies.iter().find_map(server_error) {
+                    return Err(e.into());
+                }
+                for (&i, reply) in chunk.iter().zip(&replies) {
+                    let (more, held) = moves::parse_reply(reply).ok_or_else(|| {
+                        StoreError::Protocol(format!("move call returned {reply:?}"))
+                    })?;
+                    // What the first round found is where the member was.
+                    found[i].get_or_insert(held);
+                    if more {
+                        again.push(i);
+                    }
+                }
+            }
+            pending = again;
+        }
+        if !pending.is_empty() {
+            return Err(StoreError::Protocol(format!(
+                "{} instances were still trimming their windows after {MAX_MOVE_ROUNDS} rounds",
+                pending.len()
+            ))
+            .into());
+        }
+        Ok(found
+            .into_iter()
+            .zip(views)
+            .map(|(held, views)| {
+                views
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .zip(held.unwrap_or_default())
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Per board, the views and scopes `found` shows holding the member.
+    fn holdings(&self, instances: &[(usize, String)], found: &[Vec<(String, u8)>]) -> Vec<Holding> {
+        let mut by_board: BTreeMap<usize, Holding> = BTreeMap::new();
+        for ((b, tag), views) in instances.iter().zip(found) {
+            if views.iter().all(|(_, held)| *held == 0) {
+                continue;
+            }
+            let h = by_board.entry(*b).or_insert_with(|| Holding {
+                board: self.boards.boards[*b].name.clone(),
+                views: Vec::new(),
+                hidden_views: Vec::new(),
+                scopes: Vec::new(),
+            });
+            if let Some((_, Some(scope))) = keys::parse_tag(tag) {
+                h.scopes.push(scope);
+            }
+            for (id, held) in views {
+                if held & 1 != 0 && !h.views.contains(id) {
+                    h.views.push(id.clone());
+                }
+                if held & 2 != 0 && !h.hidden_views.contains(id) {
+                    h.hidden_views.push(id.clone());
+                }
+            }
+        }
+        by_board.into_values().collect()
+    }
+
+    /// A member's state and where it is held.
+    pub async fn show(&self, member: &str) -> Result<MemberReport, MemberError> {
+        Self::check_member(member)?;
+        let hex = self.hasher.hex(member);
+        let (hidden, erased) = self.recorded(member, &hex).await?;
+        if erased {
+            return Ok(MemberReport {
+                member: Some(member.to_string()),
+                state: "erased",
+                hidden: None,
+                boards: Vec::new(),
+            });
+        }
+        let index = keys::member_key(self.prefix(), &hex);
+        let registered: Vec<String> = self
+            .store
+            .query::<Vec<String>>(redis::cmd("HKEYS").arg(&index))
+            .await?
+            .into_iter()
+            .filter_map(|f| f.strip_prefix(INSTANCE_PREFIX).map(str::to_string))
+            .collect();
+        let all: Vec<usize> = (0..self.boards.boards.len()).collect();
+        let instances = self.instances_of(&all, &registered);
+        let found = self
+            .moves(&instances, MoveAction::Show, member, 0, self.clock.now_ms())
+            .await?;
+        Ok(MemberReport {
+            member: Some(member.to_string()),
+            state: if hidden.is_some() {
+                "hidden"
+            } else {
+                "visible"
+            },
+            hidden,
+            boards: self.holdings(&instances, &found),
+        })
+    }
+}
+
+/// `ms` as RFC 3339 UTC with milliseconds.
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}

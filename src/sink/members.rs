@@ -1,0 +1,170 @@
+//! The write side of moderation (docs/moderation.md): reading the fleet's
+//! moderation record into the consumer's [`Cell`], and the member index.
+//!
+//! The index (`<prefix>:member:{<keyed hash>}`, docs/redis-layout.md) lists,
+//! per member, the instances of scoped boards it was written to, so that a
+//! hide, restore or erase finds them without scanning. A batch registers the
+//! (member, instance) pairs this consumer has not registered before, and
+//! waits for that write before its apply calls: an action that reads the
+//! index after it sees the instance, and stamps it; one that read it before
+//! has set the member's state, which the same round trip reads back (`HSET`
+//! then `HGET` of the one key), so the batch learns of the action and reads
+//! the record again before it writes. Unscoped boards have one instance,
+//! which every action visits: they need no entry.
+//!
+//! Registrations are remembered by a 128-bit hash of (member, instance), up
+//! to [`MAX_PAIRS`]; past it the set starts over, which only costs writes
+//! sent again (`HSET` of a field already there).
+
+use std::collections::HashSet;
+use std::hash::Hasher as _;
+
+use siphasher::sip128::{Hasher128, SipHasher13};
+
+use crate::board::BoardSet;
+use crate::board::keys;
+use crate::moderation::{Cell, Snapshot};
+
+use super::store::{Store, StoreError};
+use super::updates::Updates;
+
+/// Pairs remembered before the set starts over (16 bytes each).
+const MAX_PAIRS: usize = 1 << 20;
+
+/// The member index entry's field holding the member's state (absent:
+/// visible).
+pub(crate) const STATE_FIELD: &str = "s";
+
+/// The prefix of the member index entry's fields naming an instance.
+pub(crate) const INSTANCE_PREFIX: &str = "@";
+
+/// The (member, instance) pairs this consumer registered.
+#[derive(Debug, Default)]
+pub(crate) struct Registered {
+    pairs: HashSet<u128, foldhash::fast::FixedState>,
+}
+
+impl Registered {
+    fn key(member: &str, tag: &str) -> u128 {
+        let mut h = SipHasher13::new();
+        h.write(member.as_bytes());
+        h.write_u8(0xff);
+        h.write(tag.as_bytes());
+        h.finish128().as_u128()
+    }
+
+    /// Forgets every registration (Redis lost its state).
+    pub(crate) fn clear(&mut self) {
+        self.pairs.clear();
+    }
+
+    fn record(&mut self, pairs: impl IntoIterator<Item = u128>) {
+        if self.pairs.len() >= MAX_PAIRS {
+            self.pairs.clear();
+        }
+        self.pairs.extend(pairs);
+    }
+}
+
+/// The index writes one batch needs: per member, its entry's key and the
+/// instances to add; and the pair hashes to remember once they are written.
+#[derive(Debug, Default)]
+pub(crate) struct Wanted {
+    entries: Vec<(String, Vec<String>)>,
+    pairs: Vec<u128>,
+}
+
+impl Wanted {
+    /// Nothing to register.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// The (member, scoped instance) pairs of `updates` that `cache` does not
+/// show registered.
+pub(crate) fn wanted(
+    boards: &BoardSet,
+    updates: &Updates,
+    cache: &Registered,
+    snap: &Snapshot,
+) -> Wanted {
+    let mut by_member: foldhash::HashMap<u32, Vec<String>> = Default::default();
+    let mut pairs = Vec::new();
+    let mut seen: HashSet<u128, foldhash::fast::FixedState> = HashSet::default();
+    for inst in &updates.instances {
+        if boards.boards[inst.board].scope.is_none() {
+            continue;
+        }
+        for u in &inst.updates {
+            let member = &updates.members[u.member as usize];
+            let pair = Registered::key(member, &inst.tag);
+            if cache.pairs.contains(&pair) || !seen.insert(pair) {
+                continue;
+            }
+            pairs.push(pair);
+            by_member
+                .entry(u.member)
+                .or_default()
+                .push(inst.tag.clone());
+        }
+    }
+    let hasher = snap.hasher();
+    let entries = by_member
+        .into_iter()
+        .map(|(m, tags)| {
+            let member = &updates.members[m as usize];
+            let key = keys::member_key(&boards.key_prefix, &hasher.hex(member));
+            (key, tags)
+        })
+        .collect();
+    Wanted { entries, pairs }
+}
+
+/// Writes the registrations and reads back each member's state (`HSET` then
+/// `HGET` of its entry, in that order); returns whether any of them is
+/// hidden or erased (the caller then reads the moderation record again
+/// before it encodes).
+pub(crate) async fn register(store: &Store, wanted: &Wanted) -> Result<bool, StoreError> {
+    if wanted.is_empty() {
+        return Ok(false);
+    }
+    let groups: Vec<Vec<redis::Cmd>> = wanted
+        .entries
+        .iter()
+        .map(|(key, tags)| {
+            let mut hset = redis::cmd("HSET");
+            hset.arg(key);
+            for tag in tags {
+                hset.arg(format!("{INSTANCE_PREFIX}{tag}")).arg(1);
+            }
+            vec![hset, redis::cmd("HGET").arg(key).arg(STATE_FIELD).clone()]
+        })
+        .collect();
+    let replies = store.ordered(&groups).await?;
+    if let Some(err) = replies.iter().find_map(super::store::server_error) {
+        return Err(err);
+    }
+    Ok(replies
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .any(|v| !matches!(v, redis::Value::Nil)))
+}
+
+/// Records the pairs of `wanted` once Redis acknowledged them.
+pub(crate) fn record(cache: &mut Registered, wanted: &Wanted) {
+    cache.record(wanted.pairs.iter().copied());
+}
+
+/// Reads the moderation record into `cell` (a snapshot at least as new as
+/// the one it holds).
+pub(crate) async fn load(store: &Store, boards: &BoardSet, cell: &Cell) -> Result<(), StoreError> {
+    let fields: Vec<(String, String)> = store
+        .query(redis::cmd("HGETALL").arg(keys::moderation_key(&boards.key_prefix)))
+        .await?;
+    let snap = Snapshot::from_fields(&fields, boards, cell.hasher());
+    tracing::debug!(generation = snap.generation, "Read the moderation record.");
+    cell.replace(snap);
+    Ok(())
+}

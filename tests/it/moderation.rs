@@ -1,0 +1,453 @@
+//! Hide, restore and erase (docs/moderation.md), checked against a twin
+//! run: two key prefixes in one redis-server take the same batches through
+//! the consumer's own code (`common::direct::Direct`), while the clock
+//! crosses hours and midnight, windows slide and buckets leave; only run A
+//! has its member `x1` hidden, restored and erased. The reference for A is
+//! B's raw data, key by key:
+//!
+//! - while `x1` is hidden, every sorted set of A equals B's without `x1`'s
+//!   entry (so the others' ranks close up for a plain `ZRANGE`), reads of
+//!   it are 404, and its events count `hidden`;
+//! - once restored, every key of B is in A with the same contents (views,
+//!   tie and field hashes, dense-rank indexes, window buckets, counts and
+//!   best-bucket indexes), and A has nothing else but empty twins and the
+//!   fences' moderation stamp;
+//! - once erased, A equals B without `x1` again, and no key name, member,
+//!   field or value of A holds the id; its later events count `erased` and
+//!   change nothing, redelivered or new.
+//!
+//! A second test hides from one board only; a third runs the fleet race: a
+//! consumer that has not heard of a hide applies the member's events to
+//! an instance the hide visited (refused by the stamp, encoded again) and
+//! to a scope it never had (seen through the member index).
+
+use crate::common;
+
+use std::collections::BTreeMap;
+
+use common::direct::Direct;
+use common::*;
+use rankflow::admin::{ActionRequest, MemberAction};
+use rankflow::telemetry::Outcome;
+use serde_json::{Value, json};
+
+const BOARDS: &str = r#"
+[[board]]
+name = "m_sum"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["hour", "day", "all"]
+windows = ["3h/10m"]
+
+[[board]]
+name = "m_max"
+event = "score"
+member = "user_id"
+score = "points"
+aggregate = "max"
+tie_break = "earliest"
+periods = ["day", "all"]
+windows = ["1h/10m"]
+
+[[board]]
+name = "m_last"
+event = "score"
+member = "user_id"
+score = "points"
+aggregate = "last"
+periods = ["all"]
+windows = ["1h/10m"]
+
+[[board]]
+name = "m_comp"
+event = "score"
+member = "user_id"
+periods = ["day", "all"]
+windows = ["1h/10m"]
+order_by = [
+  { field = "s", score = "points", aggregate = "sum", order = "desc" },
+  { field = "x", score = "points", aggregate = "max", order = "desc" },
+]
+
+[[board]]
+name = "m_game"
+event = "score"
+member = "user_id"
+score = "points"
+scope = "game_id"
+periods = ["day", "all"]
+windows = ["1h/10m"]
+"#;
+
+const KEY: &str = "erase-key-0123456789abcdef";
+const TARGET: &str = "x1";
+const MIN: i64 = 60_000;
+const DAY: i64 = 86_400_000;
+
+/// 21:00 UTC tomorrow: the run crosses midnight, and every key's expiry
+/// (absolute, set from event times) is still ahead of the real clock of
+/// redis-server.
+fn start() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    (now / DAY + 1) * DAY + 21 * 60 * MIN
+}
+
+/// xorshift64, so a failing seed replays.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// One batch of events around `now`: members u0..u7 and the target, games
+/// g0..g3, times up to 20 minutes back (some buckets already left).
+fn batch(rng: &mut Rng, round: usize, now: i64) -> Vec<Value> {
+    (0..12)
+        .map(|k| {
+            let user = if rng.next(4) == 0 {
+                TARGET.to_string()
+            } else {
+                format!("u{}", rng.next(8))
+            };
+            json!({
+                "type": "score",
+                "event_id": format!("r{round}e{k}"),
+                "ts": now - rng.next(20) as i64 * MIN,
+                "user_id": user,
+                "game_id": format!("g{}", rng.next(4)),
+                "points": rng.next(30) as i64 + 1,
+            })
+        })
+        .collect()
+}
+
+/// A key's contents, comparable.
+#[derive(Debug, Clone, PartialEq)]
+enum Dump {
+    Zset(Vec<(String, f64)>),
+    Hash(BTreeMap<String, String>),
+    Text(String),
+}
+
+/// Every key under `prefix:`, by name without the prefix.
+async fn dump(redis: &Redis, prefix: &str) -> BTreeMap<String, Dump> {
+    let mut c = redis.conn().await;
+    let mut out = BTreeMap::new();
+    let names: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query_async(&mut c)
+        .await
+        .expect("KEYS");
+    for name in names {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&name)
+            .query_async(&mut c)
+            .await
+            .expect("TYPE");
+        let dumped = match kind.as_str() {
+            "zset" => {
+                // Best-bucket indexes (`:ord`) hold binary members.
+                let raw: Vec<(Vec<u8>, f64)> = redis::cmd("ZRANGE")
+                    .arg(&name)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query_async(&mut c)
+                    .await
+                    .expect("ZRANGE");
+                Dump::Zset(
+                    raw.into_iter()
+                        .map(|(m, s)| (String::from_utf8_lossy(&m).into_owned(), s))
+                        .collect(),
+                )
+            }
+            "hash" => Dump::Hash(
+                redis::cmd("HGETALL")
+                    .arg(&name)
+                    .query_async(&mut c)
+                    .await
+                    .expect("HGETALL"),
+            ),
+            "string" => Dump::Text(
+                redis::cmd("GET")
+                    .arg(&name)
+                    .query_async(&mut c)
+                    .await
+                    .expect("GET"),
+            ),
+            "none" => continue,
+            other => panic!("{name} is a {other}"),
+        };
+        out.insert(name[prefix.len() + 1..].to_string(), dumped);
+    }
+    out
+}
+
+/// Whether a view's stored member is the target's (tie-break and composite
+/// boards put codes in front of the id).
+fn is_target(stored: &str) -> bool {
+    stored.ends_with(TARGET)
+}
+
+/// B's data as A must hold it while the target is out of it: its sorted
+/// sets without the target (the dense-rank indexes `:v` may differ, and are
+/// checked after the restore).
+fn without_target(b: &BTreeMap<String, Dump>) -> BTreeMap<String, Vec<(String, f64)>> {
+    b.iter()
+        .filter(|(k, _)| !k.ends_with(":v") && !k.contains(":log") && !k.contains(":ord"))
+        .filter_map(|(k, d)| match d {
+            Dump::Zset(entries) => {
+                let kept: Vec<_> = entries
+                    .iter()
+                    .filter(|(m, _)| !is_target(m))
+                    .cloned()
+                    .collect();
+                (!kept.is_empty()).then(|| (k.clone(), kept))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A's sorted sets outside twins, as [`without_target`] keeps B's.
+fn views_of(a: &BTreeMap<String, Dump>) -> BTreeMap<String, Vec<(String, f64)>> {
+    a.iter()
+        .filter(|(k, _)| {
+            !k.contains("~h") && !k.ends_with(":v") && !k.contains(":log") && !k.contains(":ord")
+        })
+        .filter_map(|(k, d)| match d {
+            Dump::Zset(entries) => Some((k.clone(), entries.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A's data as it must equal B's: twins left out when they hold nothing of
+/// a member any more (their cut, log and empty keys aside), and the fences'
+/// moderation stamp.
+fn comparable(a: &BTreeMap<String, Dump>) -> BTreeMap<String, Dump> {
+    a.iter()
+        .filter(|(k, _)| !k.contains("~h") && !k.starts_with("member:") && *k != "moderation")
+        .map(|(k, d)| {
+            let d = match d {
+                Dump::Hash(h) if k.ends_with(":off") => {
+                    let mut h = h.clone();
+                    h.remove("~mod");
+                    Dump::Hash(h)
+                }
+                d => d.clone(),
+            };
+            (k.clone(), d)
+        })
+        .filter(|(_, d)| !matches!(d, Dump::Hash(h) if h.is_empty()))
+        .collect()
+}
+
+/// Whether any key name, member, field or value holds the target's id.
+fn traces(a: &BTreeMap<String, Dump>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, d) in a {
+        if k.contains(TARGET) {
+            out.push(format!("key {k}"));
+        }
+        match d {
+            Dump::Zset(e) => out.extend(
+                e.iter()
+                    .filter(|(m, _)| m.contains(TARGET))
+                    .map(|(m, _)| format!("{k}: member {m}")),
+            ),
+            Dump::Hash(h) => out.extend(
+                h.iter()
+                    .filter(|(f, v)| f.contains(TARGET) || v.contains(TARGET))
+                    .map(|(f, v)| format!("{k}: {f} = {v}")),
+            ),
+            Dump::Text(t) if t.contains(TARGET) => out.push(format!("{k}: {t}")),
+            Dump::Text(_) => {}
+        }
+    }
+    out
+}
+
+/// Asserts two dumps are equal, naming only the keys that differ.
+#[track_caller]
+fn same<T: PartialEq + std::fmt::Debug>(
+    a: &BTreeMap<String, T>,
+    b: &BTreeMap<String, T>,
+    what: &str,
+) {
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let diff: Vec<String> = keys
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| format!("{k}:\n  A {:?}\n  B {:?}", a.get(k), b.get(k)))
+        .collect();
+    assert!(
+        diff.is_empty(),
+        "{what}: {} keys differ\n{}",
+        diff.len(),
+        diff.join("\n")
+    );
+}
+
+fn count(outcomes: &[(Outcome, u64)], which: Outcome) -> u64 {
+    outcomes
+        .iter()
+        .filter(|(o, _)| *o == which)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn request(member: &str, boards: Option<Vec<&str>>) -> ActionRequest {
+    ActionRequest {
+        member: member.to_string(),
+        boards: boards.map(|b| b.into_iter().map(str::to_string).collect()),
+        reason: Some("test".to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hide_restore_and_erase_leave_exactly_what_a_run_without_them_holds() {
+    let redis = Redis::start();
+    let (pa, pb) = (unique("ma"), unique("mb"));
+    let t0 = start();
+    let mut a = Direct::new(&redis.url(), &pa, BOARDS, t0)
+        .await
+        .with_erase_key(KEY);
+    let mut b = Direct::new(&redis.url(), &pb, BOARDS, t0)
+        .await
+        .with_erase_key(KEY);
+    let moderator = a.moderator();
+    let mut rng = Rng(0x5eed_0029);
+    let mut hidden_events = 0;
+    for round in 0..60 {
+        let now = t0 + round as i64 * 7 * MIN;
+        a.clock.set(now);
+        b.clock.set(now);
+        let events = batch(&mut rng, round, now);
+        let targets = events.iter().filter(|e| e["user_id"] == TARGET).count() as u64;
+        if round == 20 {
+            let report = moderator
+                .act(MemberAction::Hide, &request(TARGET, None), "tester")
+                .await
+                .expect("hide");
+            assert_eq!(report.state, "hidden");
+            let held: Vec<&str> = report.boards.iter().map(|h| h.board.as_str()).collect();
+            assert_eq!(
+                held,
+                ["m_sum", "m_max", "m_last", "m_comp", "m_game"],
+                "{report:?}"
+            );
+            let game = &report.boards[4];
+            assert!(
+                !game.scopes.is_empty() && game.views.contains(&"all".to_string()),
+                "{game:?}"
+            );
+            // Repeating it changes nothing.
+            moderator
+                .act(MemberAction::Hide, &request(TARGET, None), "tester")
+                .await
+                .expect("hide again");
+        }
+        if round == 40 {
+            let report = moderator
+                .act(MemberAction::Restore, &request(TARGET, None), "tester")
+                .await
+                .expect("restore");
+            assert_eq!(report.state, "visible");
+            // (Compared once both have applied this round's batch: the
+            // restore trimmed A's windows to this round's clock already.)
+        }
+        if round == 50 {
+            let report = moderator
+                .act(MemberAction::Erase, &request(TARGET, None), "tester")
+                .await
+                .expect("erase");
+            assert_eq!((report.state, report.member.is_none()), ("erased", true));
+        }
+        let (_, ra) = a.apply(&events).await;
+        b.apply(&events).await;
+        let settled = a.settle_last(&ra);
+        let (da, db) = (dump(&redis, &pa).await, dump(&redis, &pb).await);
+        match round {
+            20..40 => {
+                // The batch built before the consumer heard of the hide
+                // counts its events as it saw them (docs/moderation.md).
+                let hidden = count(&settled, Outcome::Hidden);
+                if round == 20 {
+                    assert_eq!(
+                        hidden + count(&settled, Outcome::Applied),
+                        12,
+                        "round {round}"
+                    );
+                } else {
+                    assert_eq!(hidden, targets, "round {round}");
+                }
+                hidden_events += targets;
+                same(
+                    &views_of(&da),
+                    &without_target(&db),
+                    &format!("hidden, round {round}"),
+                );
+            }
+            40..50 => same(
+                &comparable(&da),
+                &comparable(&db),
+                &format!("restored, round {round}"),
+            ),
+            50.. => {
+                if round > 50 {
+                    assert_eq!(count(&settled, Outcome::Erased), targets, "round {round}");
+                }
+                same(
+                    &views_of(&da),
+                    &without_target(&db),
+                    &format!("erased, round {round}"),
+                );
+                assert_eq!(traces(&da), Vec::<String>::new(), "erased, round {round}");
+                // A redelivery changes nothing either.
+                a.redeliver_last().await;
+                assert_eq!(dump(&redis, &pa).await, da, "redelivered, round {round}");
+            }
+            _ => same(&da, &db, &format!("before, round {round}")),
+        }
+    }
+    assert!(
+        hidden_events > 20,
+        "{hidden_events} events of the hidden member"
+    );
+    let shown = moderator.show(TARGET).await.expect("show");
+    assert_eq!(shown.state, "erased");
+    // Erased members stay erased for a consumer that starts afresh (a new
+    // group reading the topic from the start: new offsets to the fences).
+    let mut c = Direct::new(&redis.url(), &pa, BOARDS, a.now())
+        .await
+        .with_erase_key(KEY);
+    let before = dump(&redis, &pa).await;
+    let replay: Vec<Value> = (0..40)
+        .map(|k| {
+            json!({"type": "score", "event_id": format!("again{k}"), "ts": a.now() - k * MIN,
+                        "user_id": TARGET, "game_id": "g9", "points": 5})
+        })
+        .collect();
+    c.take_over(&a);
+    c.load_moderation().await;
+    let (outcomes, _) = c.apply(&replay).await;
+    assert!(
+        outcomes.iter().all(|o| *o == Outcome::Erased),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        dump(&redis, &pa).await,
+        before,
+        "a replay of the erased member's events"
+    );
+}
