@@ -144,6 +144,14 @@ pub struct Holding {
     pub scopes: Vec<String>,
 }
 
+/// What every move call of one action carries.
+struct Move<'a> {
+    action: MoveAction,
+    member: &'a str,
+    stamp: i64,
+    now: i64,
+}
+
 /// Performs member actions for one configuration.
 #[derive(Debug, Clone)]
 pub struct Moderator {
@@ -332,14 +340,74 @@ impl Moderator {
                 "this member was erased; its events change no board any more".to_string(),
             ));
         }
-        let names = |idx: &[usize]| -> Vec<String> {
-            idx.iter()
-                .map(|&i| self.boards.boards[i].name.clone())
-                .collect()
+        let entry = self.hidden_after(action, req, actor, chosen, hidden.as_ref(), now);
+        // 1. The record, then its generation.
+        let stamp = self
+            .write_record(action, member, hex, entry.as_ref(), actor, now)
+            .await?;
+        // 2. The member's index entry: its state, and where it was written.
+        let registered = self
+            .instances_after(index, state_command(index, action, entry.as_ref()))
+            .await?;
+        // 3. The moves, per board and instance.
+        let all: Vec<usize> = (0..self.boards.boards.len()).collect();
+        let (move_action, moved_boards) = match action {
+            MemberAction::Hide => (MoveAction::Hide, chosen),
+            MemberAction::Restore => (MoveAction::Restore, chosen),
+            MemberAction::Erase => (MoveAction::Erase, &all[..]),
         };
-        let all = self.boards.boards.len();
-        // Boards hidden before and after the action.
-        let before: Vec<usize> = match &hidden {
+        let instances = self.instances_of(moved_boards, &registered);
+        let found = self
+            .moves(&instances, move_action, member, stamp, now)
+            .await?;
+        if action == MemberAction::Erase && !registered.is_empty() {
+            // The index keeps the state alone: no instance names the member
+            // any more.
+            let mut hdel = redis::cmd("HDEL");
+            hdel.arg(index);
+            for tag in &registered {
+                hdel.arg(format!("{INSTANCE_PREFIX}{tag}"));
+            }
+            let _: i64 = self.store.query(&hdel).await?;
+        }
+        // 4. Unions cached before the moves expire.
+        tokio::time::sleep(self.union_cache).await;
+        let report = MemberReport {
+            member: (action != MemberAction::Erase).then(|| member.to_string()),
+            state: match (action, &entry) {
+                (MemberAction::Erase, _) => "erased",
+                (_, Some(_)) => "hidden",
+                (_, None) => "visible",
+            },
+            hidden: entry,
+            boards: match action {
+                MemberAction::Erase => Vec::new(),
+                _ => self.holdings(&instances, &found),
+            },
+        };
+        let detail = serde_json::json!({
+            "boards": req.boards,
+            "reason": req.reason,
+            "instances": instances.len(),
+            "generation": stamp,
+        });
+        Ok((report, detail))
+    }
+
+    /// The member's hidden entry once the action is done (`None`: visible
+    /// or erased): a hide adds `chosen` to the boards it is hidden from, a
+    /// restore takes them out. A hide names its actor; what a partial
+    /// restore leaves keeps the hide's.
+    fn hidden_after(
+        &self,
+        action: MemberAction,
+        req: &ActionRequest,
+        actor: &str,
+        chosen: &[usize],
+        hidden: Option<&HiddenEntry>,
+        now: i64,
+    ) -> Option<HiddenEntry> {
+        let before: Vec<usize> = match hidden {
             None => Vec::new(),
             Some(h) => self.board_indices(h.boards.as_deref()).unwrap_or_default(),
         };
@@ -357,139 +425,90 @@ impl Moderator {
                 .collect(),
             MemberAction::Erase => Vec::new(),
         };
-        // A hide names its actor; what a partial restore leaves keeps the
-        // hide's.
-        let entry = (!after.is_empty()).then(|| HiddenEntry {
-            boards: (after.len() < all).then(|| names(&after)),
-            at: if action == MemberAction::Hide {
-                now
-            } else {
-                hidden.as_ref().map_or(now, |h| h.at)
-            },
-            actor: match (&hidden, action) {
-                (Some(h), MemberAction::Restore) => h.actor.clone(),
-                _ => actor.to_string(),
-            },
+        if after.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = after
+            .iter()
+            .map(|&i| self.boards.boards[i].name.clone())
+            .collect();
+        let kept = hidden.filter(|_| action == MemberAction::Restore);
+        Some(HiddenEntry {
+            boards: (after.len() < self.boards.boards.len()).then_some(names),
+            at: kept.map_or(now, |h| h.at),
+            actor: kept.map_or_else(|| actor.to_string(), |h| h.actor.clone()),
             reason: req
                 .reason
                 .clone()
-                .or_else(|| hidden.as_ref().and_then(|h| h.reason.clone())),
-        });
-        // 1. The record, then its generation.
+                .or_else(|| hidden.and_then(|h| h.reason.clone())),
+        })
+    }
+
+    /// Step 1: the moderation record takes the member's new state, then its
+    /// generation is raised (in that order, on one key: a consumer that
+    /// reads the generation reads the state with it); answers the new
+    /// generation, the stamp of the moves.
+    async fn write_record(
+        &self,
+        action: MemberAction,
+        member: &str,
+        hex: &str,
+        entry: Option<&HiddenEntry>,
+        actor: &str,
+        now: i64,
+    ) -> Result<i64, MemberError> {
         let record = keys::moderation_key(self.prefix());
         let hidden_field = format!("{HIDDEN_PREFIX}{member}");
-        let mut first = Vec::new();
-        match (&entry, action) {
+        let mut cmds = Vec::new();
+        match (entry, action) {
             (_, MemberAction::Erase) => {
-                let erased_entry = ErasedEntry {
+                let erased = ErasedEntry {
                     at: now,
                     actor: actor.to_string(),
                 };
-                first.push(
+                cmds.push(
                     redis::cmd("HSET")
                         .arg(&record)
                         .arg(format!("{ERASED_PREFIX}{hex}"))
-                        .arg(serde_json::to_string(&erased_entry).unwrap_or_default())
+                        .arg(serde_json::to_string(&erased).unwrap_or_default())
                         .clone(),
                 );
-                first.push(redis::cmd("HDEL").arg(&record).arg(&hidden_field).clone());
+                cmds.push(redis::cmd("HDEL").arg(&record).arg(&hidden_field).clone());
             }
-            (Some(e), _) => first.push(
+            (Some(e), _) => cmds.push(
                 redis::cmd("HSET")
                     .arg(&record)
                     .arg(&hidden_field)
                     .arg(serde_json::to_string(e).unwrap_or_default())
                     .clone(),
             ),
-            (None, _) => first.push(redis::cmd("HDEL").arg(&record).arg(&hidden_field).clone()),
+            (None, _) => cmds.push(redis::cmd("HDEL").arg(&record).arg(&hidden_field).clone()),
         }
-        first.push(
+        cmds.push(
             redis::cmd("HSETNX")
                 .arg(&record)
                 .arg(KEY_FIELD)
                 .arg(self.hasher.key_id())
                 .clone(),
         );
-        first.push(
+        cmds.push(
             redis::cmd("HINCRBY")
                 .arg(&record)
                 .arg(GEN_FIELD)
                 .arg(1)
                 .clone(),
         );
-        let replies = self.store.ordered(&[first]).await?;
+        let replies = self.store.ordered(&[cmds]).await?;
         if let Some(e) = replies.iter().find_map(server_error) {
             return Err(e.into());
         }
-        let stamp = match replies.last() {
-            Some(redis::Value::Int(g)) => *g,
-            other => {
-                return Err(StoreError::Protocol(format!(
-                    "HINCRBY of the moderation generation returned {other:?}"
-                ))
-                .into());
-            }
-        };
-        // 2. The member's index entry: its state, and where it was written.
-        let state_cmd = match (&entry, action) {
-            (_, MemberAction::Erase) => redis::cmd("HSET")
-                .arg(index)
-                .arg(STATE_FIELD)
-                .arg("{\"state\":\"erased\"}")
-                .clone(),
-            (Some(e), _) => redis::cmd("HSET")
-                .arg(index)
-                .arg(STATE_FIELD)
-                .arg(serde_json::to_string(e).unwrap_or_default())
-                .clone(),
-            (None, _) => redis::cmd("HDEL").arg(index).arg(STATE_FIELD).clone(),
-        };
-        let registered = self.instances_after(index, state_cmd).await?;
-        // 3. The moves, per board and instance.
-        let (move_action, moved_boards) = match action {
-            MemberAction::Hide => (MoveAction::Hide, chosen.to_vec()),
-            MemberAction::Restore => (MoveAction::Restore, chosen.to_vec()),
-            MemberAction::Erase => (MoveAction::Erase, (0..all).collect()),
-        };
-        let instances = self.instances_of(&moved_boards, &registered);
-        let found = self
-            .moves(&instances, move_action, member, stamp, now)
-            .await?;
-        if action == MemberAction::Erase {
-            // The index keeps the state alone: no instance names the member
-            // any more.
-            let mut hdel = redis::cmd("HDEL");
-            hdel.arg(index);
-            for tag in &registered {
-                hdel.arg(format!("{INSTANCE_PREFIX}{tag}"));
-            }
-            if !registered.is_empty() {
-                let _: i64 = self.store.query(&hdel).await?;
-            }
+        match replies.last() {
+            Some(redis::Value::Int(g)) => Ok(*g),
+            other => Err(StoreError::Protocol(format!(
+                "HINCRBY of the moderation generation returned {other:?}"
+            ))
+            .into()),
         }
-        // 4. Unions cached before the moves expire.
-        tokio::time::sleep(self.union_cache).await;
-        let holdings = self.holdings(&instances, &found);
-        let report = MemberReport {
-            member: (action != MemberAction::Erase).then(|| member.to_string()),
-            state: match (action, &entry) {
-                (MemberAction::Erase, _) => "erased",
-                (_, Some(_)) => "hidden",
-                (_, None) => "visible",
-            },
-            hidden: entry.clone(),
-            boards: match action {
-                MemberAction::Erase => Vec::new(),
-                _ => holdings,
-            },
-        };
-        let detail = serde_json::json!({
-            "boards": req.boards,
-            "reason": req.reason,
-            "instances": instances.len(),
-            "generation": stamp,
-        });
-        Ok((report, detail))
     }
 
     /// Runs `state_cmd` on the member's index entry, then reads the scoped
@@ -552,47 +571,26 @@ impl Moderator {
             .iter()
             .map(|(b, _)| self.boards.boards[*b].live_views(now, self.boards.future_skew_ms))
             .collect();
+        let call = Move {
+            action,
+            member,
+            stamp,
+            now,
+        };
         let mut found: Vec<Option<Vec<u8>>> = vec![None; instances.len()];
         let mut pending: Vec<usize> = (0..instances.len()).collect();
         for _ in 0..MAX_MOVE_ROUNDS {
             if pending.is_empty() {
                 break;
             }
-            let scripts = self.store.scripts();
             let mut again = Vec::new();
             for chunk in pending.chunks(MOVES_PER_ROUND_TRIP) {
-                let cmds: Vec<redis::Cmd> = chunk
-                    .iter()
-                    .map(|&i| {
-                        let (b, tag) = &instances[i];
-                        moves::command(
-                            &scripts.apply,
-                            self.prefix(),
-                            &self.boards.boards[*b],
-                            tag,
-                            &views[i],
-                            action,
-                            member,
-                            stamp,
-                            now,
-                        )
-                    })
-                    .collect();
-                let replies = match self.store.pipeline(&cmds, scripts.epoch).await {
+                let Some(replies) = self.send_moves(chunk, instances, &views, &call).await? else {
                     // The scripts were loaded again: the next round uses them.
-                    Err(StoreError::LostState) => {
-                        again.extend_from_slice(chunk);
-                        continue;
-                    }
-                    r => r?,
+                    again.extend_from_slice(chunk);
+                    continue;
                 };
-                if let Some(e) = replies.iter().find_map(server_error) {
-                    return Err(e.into());
-                }
-                for (&i, reply) in chunk.iter().zip(&replies) {
-                    let (more, held) = moves::parse_reply(reply).ok_or_else(|| {
-                        StoreError::Protocol(format!("move call returned {reply:?}"))
-                    })?;
+                for (&i, (more, held)) in chunk.iter().zip(replies) {
                     // What the first round found is where the member was.
                     found[i].get_or_insert(held);
                     if more {
@@ -622,6 +620,51 @@ impl Moderator {
             .collect())
     }
 
+    /// One pipelined round trip of move calls, for the instances `chunk`
+    /// indexes; `None` when Redis had lost the scripts (loaded again now).
+    async fn send_moves(
+        &self,
+        chunk: &[usize],
+        instances: &[(usize, String)],
+        views: &[Vec<(String, Option<i64>)>],
+        call: &Move<'_>,
+    ) -> Result<Option<Vec<(bool, Vec<u8>)>>, MemberError> {
+        let scripts = self.store.scripts();
+        let cmds: Vec<redis::Cmd> = chunk
+            .iter()
+            .map(|&i| {
+                let (b, tag) = &instances[i];
+                moves::command(
+                    &scripts.apply,
+                    self.prefix(),
+                    &self.boards.boards[*b],
+                    tag,
+                    &views[i],
+                    call.action,
+                    call.member,
+                    call.stamp,
+                    call.now,
+                )
+            })
+            .collect();
+        let replies = match self.store.pipeline(&cmds, scripts.epoch).await {
+            Err(StoreError::LostState) => return Ok(None),
+            r => r?,
+        };
+        if let Some(e) = replies.iter().find_map(server_error) {
+            return Err(e.into());
+        }
+        replies
+            .iter()
+            .map(|reply| {
+                moves::parse_reply(reply).ok_or_else(|| {
+                    StoreError::Protocol(format!("move call returned {reply:?}")).into()
+                })
+            })
+            .collect::<Result<Vec<_>, MemberError>>()
+            .map(Some)
+    }
+
     /// Per board, the views and scopes `found` shows holding the member.
     fn holdings(&self, instances: &[(usize, String)], found: &[Vec<(String, u8)>]) -> Vec<Holding> {
         let mut by_board: BTreeMap<usize, Holding> = BTreeMap::new();
@@ -647,7 +690,13 @@ impl Moderator {
                 }
             }
         }
-        by_board.into_values().collect()
+        by_board
+            .into_values()
+            .map(|mut h| {
+                h.scopes.sort();
+                h
+            })
+            .collect()
     }
 
     /// A member's state and where it is held.
@@ -686,6 +735,23 @@ impl Moderator {
             hidden,
             boards: self.holdings(&instances, &found),
         })
+    }
+}
+
+/// Step 2's write to the member's index entry: its new state.
+fn state_command(index: &str, action: MemberAction, entry: Option<&HiddenEntry>) -> redis::Cmd {
+    match (entry, action) {
+        (_, MemberAction::Erase) => redis::cmd("HSET")
+            .arg(index)
+            .arg(STATE_FIELD)
+            .arg("{\"state\":\"erased\"}")
+            .clone(),
+        (Some(e), _) => redis::cmd("HSET")
+            .arg(index)
+            .arg(STATE_FIELD)
+            .arg(serde_json::to_string(e).unwrap_or_default())
+            .clone(),
+        (None, _) => redis::cmd("HDEL").arg(index).arg(STATE_FIELD).clone(),
     }
 }
 

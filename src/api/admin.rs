@@ -166,7 +166,9 @@ async fn act_on_member(
     let body: ActionBody = if body.iter().all(u8::is_ascii_whitespace) {
         ActionBody::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| {
+        serde_json::from_slice::<Option<ActionBody>>(&body)
+            .map(Option::unwrap_or_default)
+            .map_err(|e| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
                 format!("the body must be JSON {{\"boards\": [...], \"reason\": \"...\"}}, both optional: {e}"),

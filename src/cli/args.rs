@@ -43,6 +43,41 @@ pub enum Command {
     Top(TopArgs),
     /// Archive the closed periods that are due, or copy one period again.
     Archive(ArchiveArgs),
+    /// Show, hide, restore or erase a member (docs/moderation.md); audited
+    /// with actor `cli`.
+    Member(MemberArgs),
+}
+
+/// What `rankflow member` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemberVerb {
+    /// Its state and where it is held.
+    Show,
+    /// Take it off boards, keeping its data aside.
+    Hide,
+    /// Bring a hidden member back.
+    Restore,
+    /// Remove every trace of it (a deletion request).
+    Erase,
+}
+
+/// `rankflow member`.
+#[derive(Debug, Args)]
+pub struct MemberArgs {
+    /// show, hide, restore or erase.
+    #[arg(value_enum)]
+    pub(crate) action: MemberVerb,
+    /// The member id, as the boards hold it.
+    pub(crate) member: String,
+    /// The configuration file.
+    #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+    pub(crate) config: PathBuf,
+    /// Only these boards (comma-separated; default: every board).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) boards: Vec<String>,
+    /// Why, for the audit trail.
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
 }
 
 /// `rankflow archive`.
@@ -132,6 +167,7 @@ impl Command {
             Command::Produce(a) => &a.config,
             Command::Top(a) => &a.config,
             Command::Archive(a) => &a.config,
+            Command::Member(a) => &a.config,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The commands themselves: [`execute`] loads the configuration once, maps
-//! its errors once, and runs `run`, `check`, `produce`, `top` or
-//! `archive`, handing over to [`crate::app`], [`crate::produce`], the
-//! [`Reader`] and the [`crate::archive::runner`]. A signal ends a command
+//! its errors once, and runs `run`, `check`, `produce`, `top`, `archive` or
+//! `member`, handing over to [`crate::app`], [`crate::produce`], the
+//! [`Reader`], the [`crate::archive::runner`] and the
+//! [`crate::admin::Moderator`]. A signal ends a command
 //! through the `shutdown` receiver the binary gives.
 
 use std::path::Path;
@@ -19,7 +20,9 @@ use crate::produce::ProduceError;
 use crate::reader::{Query, RankStyle, Reader, ScopeUnion, Unions};
 use crate::sink::store::Store;
 
-use super::args::{ArchiveArgs, Command, ProduceArgs, TopArgs, parse_types};
+use super::args::{
+    ArchiveArgs, Command, MemberArgs, MemberVerb, ProduceArgs, TopArgs, parse_types,
+};
 use super::describe::describe;
 use super::error::CommandError;
 use super::render::{render, render_archive};
@@ -41,6 +44,7 @@ pub async fn execute(
         Command::Produce(args) => produce(path, &cfg, args, clock, shutdown).await,
         Command::Top(args) => top(path, &cfg, args, clock, shutdown).await,
         Command::Archive(args) => archive(path, &cfg, args, clock).await,
+        Command::Member(args) => member(path, &cfg, args, clock).await,
     }
 }
 
@@ -128,6 +132,70 @@ async fn produce(
     }
 }
 
+/// Connects to Redis for a command: a permanent refusal is a fault of the
+/// configuration (exit 2), anything else a failure (exit 1).
+async fn connect(path: &Path, cfg: &Config) -> Result<Store, CommandError> {
+    match Store::connect(&cfg.redis).await {
+        Ok(s) => Ok(s),
+        Err(e) if e.is_permanent_at_startup() => {
+            Err(CommandError::fault(path, crate::app::AppError::redis(e)))
+        }
+        Err(e) => Err(CommandError::failed("cannot connect to Redis", e)),
+    }
+}
+
+/// `rankflow member`: the admin API's member actions from the
+/// configuration, audited with actor `cli`; prints the member's state as
+/// JSON.
+async fn member(
+    path: &Path,
+    cfg: &Config,
+    args: MemberArgs,
+    clock: SharedClock,
+) -> Result<ExitCode, CommandError> {
+    use crate::admin::{ActionRequest, Audit, MemberAction, MemberError, Moderator};
+    use crate::moderation::MemberHasher;
+    let boards = cfg
+        .compile_boards()
+        .map_err(|e| CommandError::fault(path, e))?;
+    let audit = Audit::new(&cfg.kafka, cfg.admin.audit_topic.as_deref())
+        .map_err(|e| CommandError::fault(path, e))?;
+    let store = connect(path, cfg).await?;
+    let moderator = Moderator::new(
+        store,
+        Arc::new(boards),
+        MemberHasher::new(cfg.admin.erase_key.as_ref().map(|k| k.expose())),
+        clock,
+        cfg.http.union_cache.ms(),
+        audit,
+    );
+    let action = match args.action {
+        MemberVerb::Show => None,
+        MemberVerb::Hide => Some(MemberAction::Hide),
+        MemberVerb::Restore => Some(MemberAction::Restore),
+        MemberVerb::Erase => Some(MemberAction::Erase),
+    };
+    let report = match action {
+        None => moderator.show(&args.member).await,
+        Some(action) => {
+            let req = ActionRequest {
+                member: args.member,
+                boards: (!args.boards.is_empty()).then_some(args.boards),
+                reason: args.reason,
+            };
+            moderator.act(action, &req, "cli").await
+        }
+    };
+    match report {
+        Ok(r) => {
+            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e @ MemberError::BadRequest(_)) => Err(CommandError::Invalid(e.to_string())),
+        Err(e) => Err(CommandError::failed("the member action", e)),
+    }
+}
+
 async fn top(
     path: &Path,
     cfg: &Config,
@@ -138,13 +206,7 @@ async fn top(
     let boards = cfg
         .compile_boards()
         .map_err(|e| CommandError::fault(path, e))?;
-    let store = match Store::connect(&cfg.redis).await {
-        Ok(s) => s,
-        Err(e) if e.is_permanent_at_startup() => {
-            return Err(CommandError::fault(path, crate::app::AppError::redis(e)));
-        }
-        Err(e) => return Err(CommandError::failed("cannot connect to Redis", e)),
-    };
+    let store = connect(path, cfg).await?;
     let archive = Target::from_config(&cfg.archive)
         .map_err(|e| CommandError::fault(path, e))?
         .map(ArchiveReader::with_target);

@@ -89,15 +89,15 @@ impl Batch {
         updates: &[Update<'_>],
         now: i64,
     ) -> Outcome {
-        self.add(boards, resolver, event, updates, now, false)
+        self.add(boards, resolver, event, updates, now)
     }
 
-    /// [`Batch::add_event`] for a fleet where members may be hidden or
-    /// erased (`snap`, docs/moderation.md): updates of erased members are
-    /// dropped here (an event left with none counts `erased`), and an
-    /// event whose every update is of a hidden member counts `hidden`
-    /// once applied. Where each update goes is decided again when the
-    /// batch is encoded, with the record as it is then.
+    /// [`Batch::add_event`] for a fleet where members may be erased
+    /// (`snap`, docs/moderation.md): updates of erased members are dropped
+    /// here, and an event left with none counts `erased`. Whether the
+    /// others go to views or twins (hidden members) is decided when the
+    /// batch is encoded, with the record as it is then, and counted when
+    /// it is settled.
     pub fn add_moderated_event(
         &mut self,
         boards: &BoardSet,
@@ -107,19 +107,15 @@ impl Batch {
         now: i64,
         snap: &Snapshot,
     ) -> Outcome {
-        if snap.is_empty() || updates.is_empty() {
-            return self.add(boards, resolver, event, updates, now, false);
+        if !snap.is_empty() && !updates.is_empty() {
+            updates.retain(|u| snap.route(u.board, &u.member) != Route::Erased);
+            if updates.is_empty() {
+                self.record
+                    .count(event.part, Some(event.kind), Outcome::Erased);
+                return Outcome::Erased;
+            }
         }
-        updates.retain(|u| snap.route(u.board, &u.member) != Route::Erased);
-        if updates.is_empty() {
-            self.record
-                .count(event.part, Some(event.kind), Outcome::Erased);
-            return Outcome::Erased;
-        }
-        let hidden = updates
-            .iter()
-            .all(|u| snap.route(u.board, &u.member) == Route::Hidden);
-        self.add(boards, resolver, event, updates, now, hidden)
+        self.add(boards, resolver, event, updates, now)
     }
 
     fn add(
@@ -129,7 +125,6 @@ impl Batch {
         event: Taken,
         updates: &[Update<'_>],
         now: i64,
-        hidden: bool,
     ) -> Outcome {
         let at = At {
             part: event.part,
@@ -143,7 +138,6 @@ impl Batch {
                     offset: event.offset,
                     ts: event.ts,
                     kind: event.kind,
-                    hidden,
                 });
                 return Outcome::Applied;
             }

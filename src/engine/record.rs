@@ -54,8 +54,6 @@ pub(crate) struct AppliedEvent {
     pub(crate) ts: i64,
     /// Its type, a label of `rankflow_events_total`.
     pub(crate) kind: EventType,
-    /// Every update is of a hidden member: counted `hidden`, not `applied`.
-    pub(crate) hidden: bool,
 }
 
 /// A batch's final counts once Redis acknowledged it.
@@ -167,20 +165,20 @@ impl Record {
     /// (`None`: Redis took every update sent): an event counts `applied`
     /// if Redis took at least one of its updates, `late` if the script
     /// found all of those it was sent late, and not at all if the fences
-    /// showed every one of them applied already.
+    /// showed every one of them applied already; `hidden` when all it took
+    /// went to twins, `erased` when its updates were left out for an
+    /// erased member.
     pub(crate) fn settle(&self, fates: Option<&Fates>) -> Settled {
         let mut counts = self.outcomes.clone();
         let mut applied_ts = Vec::with_capacity(self.applied.len());
         for e in &self.applied {
             let outcome = match fates.and_then(|f| f.get(&(e.part, e.offset))) {
                 None => Some(Outcome::Applied),
+                Some(f) if f.taken && !f.visible => Some(Outcome::Hidden),
                 Some(f) if f.taken => Some(Outcome::Applied),
                 Some(f) if f.late => Some(Outcome::Late),
+                Some(f) if f.erased => Some(Outcome::Erased),
                 Some(_) => None,
-            };
-            let outcome = match outcome {
-                Some(Outcome::Applied) if e.hidden => Some(Outcome::Hidden),
-                o => o,
             };
             if let Some(outcome) = outcome {
                 *counts.entry((e.part, Some(e.kind), outcome)).or_insert(0) += 1;

@@ -197,6 +197,26 @@ fn merge(
     Merged { groups, updates }
 }
 
+/// The views of an instance's call: the instance's, then the twins that
+/// updates of hidden members go to (only those: a twin costs its keys), as
+/// (view index, twin); and per update view number (twins numbered past the
+/// views) its place among them.
+fn call_views(nviews: usize, merged: &Merged) -> (Vec<(usize, bool)>, Vec<u16>) {
+    let mut twins: Vec<bool> = vec![false; nviews];
+    for (view, _, _) in merged.updates.keys() {
+        if let Some(t) = (*view as usize).checked_sub(nviews) {
+            twins[t] = true;
+        }
+    }
+    let mut views: Vec<(usize, bool)> = (0..nviews).map(|v| (v, false)).collect();
+    views.extend((0..nviews).filter(|&v| twins[v]).map(|v| (v, true)));
+    let mut position = vec![0u16; 2 * nviews];
+    for (i, (v, twin)) in views.iter().enumerate() {
+        position[if *twin { nviews + v } else { *v }] = i as u16;
+    }
+    (views, position)
+}
+
 /// Encodes one instance. `fences` holds fences learnt from conflicts
 /// (partition index → fence): updates at or below them are left out.
 /// `None` when nothing is left to send.
@@ -226,22 +246,7 @@ fn encode(
     if merged.groups.is_empty() {
         return None;
     }
-    // The call's views: the instance's, then the twins that updates of
-    // hidden members go to (only those: a twin costs its keys).
-    let nviews = inst.views.len();
-    let mut twins: Vec<bool> = vec![false; nviews];
-    for (view, _, _) in merged.updates.keys() {
-        if let Some(t) = (*view as usize).checked_sub(nviews) {
-            twins[t] = true;
-        }
-    }
-    let mut call_views: Vec<(usize, bool)> = (0..nviews).map(|v| (v, false)).collect();
-    call_views.extend((0..nviews).filter(|&v| twins[v]).map(|v| (v, true)));
-    // Update view number (twins numbered past the views) → call view.
-    let mut position = vec![0u16; 2 * nviews];
-    for (i, (v, twin)) in call_views.iter().enumerate() {
-        position[if *twin { nviews + v } else { *v }] = i as u16;
-    }
+    let (call_views, position) = call_views(inst.views.len(), &merged);
     let prefix = &boards.key_prefix;
     let fence_key = keys::fence_key(prefix, &inst.tag);
     let fence_expire = fence_expire(board, inst);
@@ -260,21 +265,22 @@ fn encode(
         let v = &inst.views[c];
         let real = keys::view_key(prefix, &inst.tag, &v.id);
         let archived = v.close_at.is_some();
-        if twin {
-            // A twin is closed with its view: it is bound to the view's own
-            // closed marker.
-            let key = keys::twin_view_key(prefix, &inst.tag, &v.id);
-            let exp = expiry(&key, v.expire_at);
-            push_view_keys(&mut call_keys, board, key, v.window_ms.is_some(), false);
-            if archived {
-                call_keys.push(keys::closed_key(&real));
-            }
-            push_view_args(&mut args, &mut cutoffs, board, v, exp, absum[i]);
-            continue;
-        }
-        let key = real;
+        let key = match twin {
+            true => keys::twin_view_key(prefix, &inst.tag, &v.id),
+            false => real.clone(),
+        };
         let exp = expiry(&key, v.expire_at);
-        push_view_keys(&mut call_keys, board, key, v.window_ms.is_some(), archived);
+        push_view_keys(
+            &mut call_keys,
+            board,
+            key,
+            v.window_ms.is_some(),
+            archived && !twin,
+        );
+        if archived && twin {
+            // A twin closes with its view: bound to the view's own marker.
+            call_keys.push(keys::closed_key(&real));
+        }
         push_view_args(&mut args, &mut cutoffs, board, v, exp, absum[i]);
     }
     let updates = push_updates(

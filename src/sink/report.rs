@@ -4,6 +4,9 @@
 //! that found updates late).
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::moderation::Snapshot;
 
 use super::reply::Counts;
 
@@ -37,6 +40,10 @@ pub struct FlushReport {
     /// script used per view (in the instance's view order), so the late
     /// updates can be told from the others.
     pub late_cutoffs: HashMap<u32, Vec<i64>>,
+    /// The moderation record the batch's calls were last encoded with,
+    /// when someone was hidden or erased in it: which updates went to
+    /// twins, or nowhere, to count events `hidden` and `erased`.
+    pub(crate) moderation: Option<Arc<Snapshot>>,
 }
 
 impl FlushReport {

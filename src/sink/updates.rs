@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use crate::board::BoardSet;
 use crate::board::resolve::Resolver;
+use crate::moderation::Route;
 use crate::rules::Update;
 
 use super::aggregate::{Agg, FieldAggs, field_aggs};
@@ -267,9 +268,14 @@ impl Updates {
     /// update sent and the fences skipped nothing (the common case, which
     /// needs no walk over the updates).
     pub(crate) fn fates(&self, report: &FlushReport) -> Option<Fates> {
-        if report.fenced.is_empty() && report.late_cutoffs.is_empty() {
+        if report.fenced.is_empty() && report.late_cutoffs.is_empty() && report.moderation.is_none()
+        {
             return None;
         }
+        let routes = report
+            .moderation
+            .as_ref()
+            .and_then(|m| m.batch_routes(&self.members));
         let mut fates = Fates::new();
         for (i, inst) in self.instances.iter().enumerate() {
             let i = i as u32;
@@ -281,6 +287,13 @@ impl Updates {
                     .and_then(|f| f.get(&u.part))
                     .is_some_and(|&f| u.offset <= f)
                 {
+                    continue;
+                }
+                let route = routes
+                    .as_ref()
+                    .map_or(Route::Visible, |r| r.route(inst.board, u.member));
+                if route == Route::Erased {
+                    fate.erased = true;
                     continue;
                 }
                 let is_window = inst.views[u.view as usize].window_ms.is_some();
@@ -300,6 +313,11 @@ impl Updates {
                     fate.late = true;
                 } else {
                     fate.taken = true;
+                    if route == Route::Hidden {
+                        fate.hidden = true;
+                    } else {
+                        fate.visible = true;
+                    }
                 }
             }
         }
@@ -317,4 +335,10 @@ pub(crate) struct Fate {
     pub(crate) taken: bool,
     /// At least one update was sent and found late.
     pub(crate) late: bool,
+    /// Of the updates taken, one went to a board's view...
+    pub(crate) visible: bool,
+    /// ...or to the twin of one (its member is hidden).
+    pub(crate) hidden: bool,
+    /// An update was left out: its member is erased.
+    pub(crate) erased: bool,
 }

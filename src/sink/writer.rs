@@ -126,22 +126,11 @@ impl Writer {
         now: i64,
     ) -> Result<FlushReport, StoreError> {
         let mut round = Round::new(&self.boards, updates);
-        if !self.moderation.loaded() {
-            members::load(&self.store, &self.boards, &self.moderation).await?;
-        }
-        self.register_members(updates).await?;
-        self.register_due(updates).await?;
-        let registered_at = Instant::now();
-        let scope_entries = scopes::wanted(
-            &self.boards,
-            &updates.instances,
-            &self.caches().scopes,
-            registered_at,
-        );
-        let snap = self.moderation.current();
+        let scope_entries = self.register(updates).await?;
         // Calls prepared before the moderation record was read again are
         // encoded again.
-        if prepared.iter().any(|c| c.modgen != snap.generation) {
+        let generation = self.moderation.generation();
+        if prepared.iter().any(|c| c.modgen != generation) {
             round.pending = (0..updates.instances.len() as u32).collect();
         }
         for n in 0..MAX_CONFLICT_ROUNDS {
@@ -175,7 +164,7 @@ impl Writer {
                     generation = stamp,
                     "A member was hidden, restored or erased since this batch was encoded; reading the moderation record again."
                 );
-                members::load(&self.store, &self.boards, &self.moderation).await?;
+                self.load_moderation().await?;
             }
             self.remember(
                 calls,
@@ -187,6 +176,10 @@ impl Writer {
                 // a failover then cannot take back what was acknowledged.
                 self.store.wait_replicated().await?;
                 round.report.fenced = round.fences;
+                let snap = self.moderation.current();
+                if !snap.is_empty() {
+                    round.report.moderation = Some(snap);
+                }
                 return Ok(round.report);
             }
             tracing::debug!(
@@ -218,6 +211,23 @@ impl Writer {
             .record(applied.flat_map(|c| c.expiries.iter().cloned()), now);
     }
 
+    /// What a batch registers before its apply calls: reads the moderation
+    /// record if it never was, registers members and due periods; answers
+    /// the scope registrations that ride along with the calls.
+    async fn register(&self, updates: &Updates) -> Result<Vec<scopes::ScopeEntries>, StoreError> {
+        if !self.moderation.loaded() {
+            self.load_moderation().await?;
+        }
+        self.register_members(updates).await?;
+        self.register_due(updates).await?;
+        Ok(scopes::wanted(
+            &self.boards,
+            &updates.instances,
+            &self.caches().scopes,
+            Instant::now(),
+        ))
+    }
+
     /// Registers the (member, scoped instance) pairs of the batch this
     /// consumer has not registered before in the member index, before
     /// anything of the batch is applied; when a member turns out hidden or
@@ -226,7 +236,7 @@ impl Writer {
         let snap = self.moderation.current();
         let wanted = members::wanted(&self.boards, updates, &self.caches().members, &snap);
         if members::register(&self.store, &wanted).await? {
-            members::load(&self.store, &self.boards, &self.moderation).await?;
+            self.load_moderation().await?;
         }
         members::record(&mut self.caches().members, &wanted);
         Ok(())

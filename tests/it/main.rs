@@ -39,6 +39,7 @@ mod http;
 mod layout;
 mod listener;
 mod moderation;
+mod moderation_api;
 mod operations;
 mod overtaken;
 mod pipeline;
