@@ -99,9 +99,24 @@ pub async fn consume(
     events: u64,
     batch: (usize, u64),
 ) -> Run {
+    consume_with(broker, redis, topic, boards, events, batch, &|_| {}).await
+}
+
+/// [`consume`], with `prepare` run on the run's set-up before rankflow
+/// starts (settings in `extra`, keys written under its prefix).
+pub async fn consume_with(
+    broker: &Broker,
+    redis: &Redis,
+    topic: &str,
+    boards: &str,
+    events: u64,
+    batch: (usize, u64),
+    prepare: &dyn Fn(&mut Setup),
+) -> Run {
     let mut setup = Setup::new(broker, redis, boards);
     setup.topic = topic.to_string();
     setup.batch = batch;
+    prepare(&mut setup);
     let clock: SharedClock = Arc::new(SystemClock);
     let app = InProcess::start(&setup, clock).await;
     let metrics = app.url("/metrics");

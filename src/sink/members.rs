@@ -18,6 +18,7 @@
 
 use std::collections::HashSet;
 use std::hash::Hasher as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use siphasher::sip128::{Hasher128, SipHasher13};
 
@@ -27,6 +28,17 @@ use crate::moderation::{Cell, Snapshot};
 
 use super::store::{Store, StoreError};
 use super::updates::Updates;
+
+/// Set by benchmarks only, to measure what the index costs.
+static INDEX_OFF: AtomicBool = AtomicBool::new(false);
+
+/// Benchmarks only (`benches/moderation.rs`): turns the member index off
+/// in this process, so the same run measures the write path without it.
+/// Hiding a member of a scoped board then misses its instances.
+#[doc(hidden)]
+pub fn disable_index_for_benchmarks(off: bool) {
+    INDEX_OFF.store(off, Ordering::Relaxed);
+}
 
 /// Pairs remembered before the set starts over (16 bytes each).
 const MAX_PAIRS: usize = 1 << 20;
@@ -89,6 +101,9 @@ pub(crate) fn wanted(
     cache: &Registered,
     snap: &Snapshot,
 ) -> Wanted {
+    if INDEX_OFF.load(Ordering::Relaxed) {
+        return Wanted::default();
+    }
     let mut by_member: foldhash::HashMap<u32, Vec<String>> = Default::default();
     let mut pairs = Vec::new();
     let mut seen: HashSet<u128, foldhash::fast::FixedState> = HashSet::default();

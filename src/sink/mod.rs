@@ -16,7 +16,7 @@ pub(crate) mod call;
 pub(crate) mod due;
 pub(crate) mod encode;
 pub(crate) mod expiry;
-pub(crate) mod members;
+pub mod members;
 pub mod moves;
 pub(crate) mod positions;
 pub mod reply;

@@ -138,19 +138,31 @@ enum Dump {
     Text(String),
 }
 
-/// Every key under `prefix:`, by name without the prefix.
-async fn dump(redis: &Redis, prefix: &str) -> BTreeMap<String, Dump> {
-    let mut c = redis.conn().await;
+/// Every key under `prefix:` on `nodes` (one server, or a cluster's
+/// nodes: each key is read where it lives), by name without the prefix.
+async fn dump(nodes: &[&Redis], prefix: &str) -> BTreeMap<String, Dump> {
     let mut out = BTreeMap::new();
+    for node in nodes {
+        let mut c = node.conn().await;
+        dump_node(&mut c, prefix, &mut out).await;
+    }
+    out
+}
+
+async fn dump_node(
+    c: &mut redis::aio::MultiplexedConnection,
+    prefix: &str,
+    out: &mut BTreeMap<String, Dump>,
+) {
     let names: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}:*"))
-        .query_async(&mut c)
+        .query_async(c)
         .await
         .expect("KEYS");
     for name in names {
         let kind: String = redis::cmd("TYPE")
             .arg(&name)
-            .query_async(&mut c)
+            .query_async(c)
             .await
             .expect("TYPE");
         let dumped = match kind.as_str() {
@@ -161,7 +173,7 @@ async fn dump(redis: &Redis, prefix: &str) -> BTreeMap<String, Dump> {
                     .arg(0)
                     .arg(-1)
                     .arg("WITHSCORES")
-                    .query_async(&mut c)
+                    .query_async(c)
                     .await
                     .expect("ZRANGE");
                 Dump::Zset(
@@ -173,14 +185,14 @@ async fn dump(redis: &Redis, prefix: &str) -> BTreeMap<String, Dump> {
             "hash" => Dump::Hash(
                 redis::cmd("HGETALL")
                     .arg(&name)
-                    .query_async(&mut c)
+                    .query_async(c)
                     .await
                     .expect("HGETALL"),
             ),
             "string" => Dump::Text(
                 redis::cmd("GET")
                     .arg(&name)
-                    .query_async(&mut c)
+                    .query_async(c)
                     .await
                     .expect("GET"),
             ),
@@ -189,7 +201,6 @@ async fn dump(redis: &Redis, prefix: &str) -> BTreeMap<String, Dump> {
         };
         out.insert(name[prefix.len() + 1..].to_string(), dumped);
     }
-    out
 }
 
 /// Whether a view's stored member is the target's (tie-break and composite
@@ -298,6 +309,36 @@ fn same<T: PartialEq + std::fmt::Debug>(
     );
 }
 
+/// Reads every window of every instance the runs write, so that each is
+/// trimmed to the clock (reads trim first): an instance that only an
+/// erased member's events touch is in no batch of run A, while run B's
+/// batches trim it.
+async fn trim_windows(d: &Direct) {
+    let reader = d.reader();
+    for (board, view) in [
+        ("m_sum", "win:3h"),
+        ("m_max", "win:1h"),
+        ("m_last", "win:1h"),
+        ("m_comp", "win:1h"),
+    ] {
+        let _ = reader.top(&query(board, view), 0, 1).await;
+    }
+    for g in 0..4 {
+        let mut q = query("m_game", "win:1h");
+        q.scope = Some(format!("g{g}"));
+        let _ = reader.top(&q, 0, 1).await;
+    }
+}
+
+/// Registries (the trimmer's, the scopes') list what batches touched:
+/// after an erasure, run A's batches leave out the erased member's events.
+fn without_registries<T: Clone>(m: &BTreeMap<String, T>) -> BTreeMap<String, T> {
+    m.iter()
+        .filter(|(k, _)| *k != "windows" && !k.contains(":scopes:"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 fn count(outcomes: &[(Outcome, u64)], which: Outcome) -> u64 {
     outcomes
         .iter()
@@ -317,24 +358,65 @@ fn request(member: &str, boards: Option<Vec<&str>>) -> ActionRequest {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hide_restore_and_erase_leave_exactly_what_a_run_without_them_holds() {
     let redis = Redis::start();
+    twin_run(&format!("\"{}\"", redis.url()), &[&redis], Phases::SINGLE).await;
+}
+
+/// The same on the 3-primary Redis Cluster of the tests, shorter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hide_restore_and_erase_on_a_redis_cluster() {
+    let cluster = RedisCluster::start();
+    let nodes: Vec<&Redis> = cluster.nodes.iter().collect();
+    twin_run(&cluster.toml_urls(), &nodes, Phases::CLUSTER).await;
+}
+
+/// The rounds at which the twin run hides, restores and erases, and its end.
+struct Phases {
+    hide: usize,
+    restore: usize,
+    erase: usize,
+    end: usize,
+}
+
+impl Phases {
+    const SINGLE: Phases = Phases {
+        hide: 20,
+        restore: 40,
+        erase: 50,
+        end: 60,
+    };
+    const CLUSTER: Phases = Phases {
+        hide: 8,
+        restore: 18,
+        erase: 24,
+        end: 30,
+    };
+}
+
+async fn twin_run(url: &str, redis: &[&Redis], phases: Phases) {
     let (pa, pb) = (unique("ma"), unique("mb"));
     let t0 = start();
-    let mut a = Direct::new(&redis.url(), &pa, BOARDS, t0)
+    let mut a = Direct::with_url_toml(url, &pa, BOARDS, t0)
         .await
         .with_erase_key(KEY);
-    let mut b = Direct::new(&redis.url(), &pb, BOARDS, t0)
+    let mut b = Direct::with_url_toml(url, &pb, BOARDS, t0)
         .await
         .with_erase_key(KEY);
     let moderator = a.moderator();
     let mut rng = Rng(0x5eed_0029);
     let mut hidden_events = 0;
-    for round in 0..60 {
+    let Phases {
+        hide,
+        restore,
+        erase,
+        end,
+    } = phases;
+    for round in 0..end {
         let now = t0 + round as i64 * 7 * MIN;
         a.clock.set(now);
         b.clock.set(now);
         let events = batch(&mut rng, round, now);
         let targets = events.iter().filter(|e| e["user_id"] == TARGET).count() as u64;
-        if round == 20 {
+        if round == hide {
             let report = moderator
                 .act(MemberAction::Hide, &request(TARGET, None), "tester")
                 .await
@@ -357,7 +439,7 @@ async fn hide_restore_and_erase_leave_exactly_what_a_run_without_them_holds() {
                 .await
                 .expect("hide again");
         }
-        if round == 40 {
+        if round == restore {
             let report = moderator
                 .act(MemberAction::Restore, &request(TARGET, None), "tester")
                 .await
@@ -366,7 +448,7 @@ async fn hide_restore_and_erase_leave_exactly_what_a_run_without_them_holds() {
             // (Compared once both have applied this round's batch: the
             // restore trimmed A's windows to this round's clock already.)
         }
-        if round == 50 {
+        if round == erase {
             let report = moderator
                 .act(MemberAction::Erase, &request(TARGET, None), "tester")
                 .await
@@ -376,9 +458,9 @@ async fn hide_restore_and_erase_leave_exactly_what_a_run_without_them_holds() {
         let (_, ra) = a.apply(&events).await;
         b.apply(&events).await;
         let settled = a.settle_last(&ra);
-        let (da, db) = (dump(&redis, &pa).await, dump(&redis, &pb).await);
+        let (da, db) = (dump(redis, &pa).await, dump(redis, &pb).await);
         match round {
-            20..40 => {
+            r if (hide..restore).contains(&r) => {
                 // The batch built before the consumer heard of the hide
                 // counts its events as it saw them (docs/moderation.md).
                 let hidden = count(&settled, Outcome::Hidden);
@@ -398,22 +480,25 @@ async fn hide_restore_and_erase_leave_exactly_what_a_run_without_them_holds() {
                     &format!("hidden, round {round}"),
                 );
             }
-            40..50 => same(
+            r if (restore..erase).contains(&r) => same(
                 &comparable(&da),
                 &comparable(&db),
                 &format!("restored, round {round}"),
             ),
-            50.. => {
+            r if r >= erase => {
                 assert_eq!(count(&settled, Outcome::Erased), targets, "round {round}");
+                trim_windows(&a).await;
+                trim_windows(&b).await;
+                let (da, db) = (dump(redis, &pa).await, dump(redis, &pb).await);
                 same(
-                    &views_of(&da),
-                    &without_target(&db),
+                    &without_registries(&views_of(&da)),
+                    &without_registries(&without_target(&db)),
                     &format!("erased, round {round}"),
                 );
                 assert_eq!(traces(&da), Vec::<String>::new(), "erased, round {round}");
                 // A redelivery changes nothing either.
                 a.redeliver_last().await;
-                assert_eq!(dump(&redis, &pa).await, da, "redelivered, round {round}");
+                assert_eq!(dump(redis, &pa).await, da, "redelivered, round {round}");
             }
             _ => same(&da, &db, &format!("before, round {round}")),
         }
@@ -426,10 +511,10 @@ async fn hide_restore_and_erase_leave_exactly_what_a_run_without_them_holds() {
     assert_eq!(shown.state, "erased");
     // Erased members stay erased for a consumer that starts afresh (a new
     // group reading the topic from the start: new offsets to the fences).
-    let mut c = Direct::new(&redis.url(), &pa, BOARDS, a.now())
+    let mut c = Direct::with_url_toml(url, &pa, BOARDS, a.now())
         .await
         .with_erase_key(KEY);
-    let before = dump(&redis, &pa).await;
+    let before = dump(redis, &pa).await;
     let replay: Vec<Value> = (0..40)
         .map(|k| {
             json!({"type": "score", "event_id": format!("again{k}"), "ts": a.now() - k * MIN,
@@ -444,7 +529,7 @@ async fn hide_restore_and_erase_leave_exactly_what_a_run_without_them_holds() {
         "{outcomes:?}"
     );
     assert_eq!(
-        dump(&redis, &pa).await,
+        dump(redis, &pa).await,
         before,
         "a replay of the erased member's events"
     );
@@ -522,7 +607,7 @@ async fn a_consumer_that_has_not_heard_of_a_hide_never_shows_the_member() {
         ])
         .await;
     assert!(r.boards.iter().map(|b| b.applied).sum::<u64>() > 0);
-    let da = dump(&redis, &prefix).await;
+    let da = dump(&[&redis], &prefix).await;
     let held = holding_target(&da);
     for key in held.keys() {
         assert!(
@@ -553,7 +638,7 @@ async fn a_consumer_that_has_not_heard_of_a_hide_never_shows_the_member() {
         .act(MemberAction::Restore, &request(TARGET, None), "tester")
         .await
         .expect("restore");
-    let held = holding_target(&dump(&redis, &prefix).await);
+    let held = holding_target(&dump(&[&redis], &prefix).await);
     assert_eq!(held.get("{m_sum}:all"), Some(&36.0), "{held:?}");
     assert_eq!(held.get("{m_game:g0}:all"), Some(&16.0), "{held:?}");
     assert_eq!(held.get("{m_game:g7}:all"), Some(&20.0), "{held:?}");

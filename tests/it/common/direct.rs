@@ -36,8 +36,14 @@ pub struct Direct {
 impl Direct {
     /// `boards` is TOML of `[[board]]` tables (and top-level settings before them).
     pub async fn new(redis_url: &str, prefix: &str, boards: &str, now: i64) -> Direct {
+        Direct::with_url_toml(&format!("\"{redis_url}\""), prefix, boards, now).await
+    }
+
+    /// [`Direct::new`] with `redis.url` as a TOML value (a list of node URLs
+    /// for a Redis Cluster: `RedisCluster::toml_urls`).
+    pub async fn with_url_toml(url: &str, prefix: &str, boards: &str, now: i64) -> Direct {
         let text = format!(
-            "{boards}\n[kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\n[redis]\nurl = \"{redis_url}\"\nkey_prefix = \"{prefix}\"\n"
+            "{boards}\n[kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\n[redis]\nurl = {url}\nkey_prefix = \"{prefix}\"\n"
         );
         let cfg = Config::from_toml(&text, Path::new("direct.toml"), Vec::new()).expect("config");
         let boards = Arc::new(cfg.compile_boards().expect("boards"));

@@ -1,0 +1,292 @@
+//! What moderation (docs/moderation.md) costs.
+//!
+//! 1. The write path, in one run against the same servers: 300,000 gift
+//!    events (`BENCH_EVENTS`; 100,000 senders, 1,000 receivers, Zipf 1.1,
+//!    8 partitions) into `star_coins` (receivers, unscoped) and `star_fans`
+//!    (senders per receiver, scoped), consumed three times:
+//!    - without the member index (turned off in this process: the write
+//!      path as it was before moderation),
+//!    - with it (the default),
+//!    - with it, and one sender hidden, one receiver hidden and one sender
+//!      erased in the moderation record (every update's member is looked
+//!      up).
+//!    Prints events/s, CPU-µs per event of rankflow and of Redis, Redis
+//!    commands per event, each run's ratio to the first, and the member
+//!    index's bytes per (member, instance) pair (`MEMORY USAGE`).
+//! 2. An action at scale: a scoped board with 10,000 scope values and
+//!    1,000,000 members (`BENCH_MEMBERS`), plus an unscoped board of the
+//!    same members, written through the consumer's own batches; one member
+//!    is in 100 scopes. Times hide, restore and erase of that member (the
+//!    moves; the API waits `[http] union_cache` more), and counts the
+//!    keyspace scans Redis ran meanwhile (`SCAN`, `KEYS`: must be 0).
+//!
+//! Run with `cargo bench --bench moderation`.
+
+#[path = "../tests/it/common/mod.rs"]
+mod common;
+mod support;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use common::direct::Direct;
+use common::*;
+use rankflow::admin::{ActionRequest, MemberAction};
+use rankflow::clock::{SharedClock, SystemClock};
+use rankflow::event::EventType;
+use rankflow::moderation::{HiddenEntry, MemberHasher};
+use support::{Run, command_delta, command_stats, consume_with, env_u64};
+
+const ERASE_KEY: &str = "bench-erase-key-0123456789";
+
+const BOARDS: &str = r#"
+[[board]]
+name = "star_coins"
+event = "gift"
+member = "receiver_id"
+score = "count * value"
+periods = ["day", "all"]
+
+[[board]]
+name = "star_fans"
+event = "gift"
+member = "sender_id"
+score = "count * value"
+scope = "receiver_id"
+periods = ["day", "all"]
+"#;
+
+const SCALE: &str = r#"
+[[board]]
+name = "fans"
+event = "score"
+member = "user_id"
+score = "points"
+scope = "game_id"
+periods = ["day", "all"]
+windows = ["3h/10m"]
+
+[[board]]
+name = "players"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["day", "all"]
+"#;
+
+/// The moderation record of run 3: `u1` hidden from `star_fans`, `s1`
+/// from `star_coins`, `u2` erased.
+fn moderated(setup: &mut Setup, redis: &Redis) {
+    let key = format!("{}:moderation", setup.prefix);
+    let hidden = |board: &str| {
+        serde_json::to_string(&HiddenEntry {
+            boards: Some(vec![board.to_string()]),
+            at: 0,
+            actor: "bench".to_string(),
+            reason: None,
+        })
+        .expect("JSON")
+    };
+    let hasher = MemberHasher::new(Some(ERASE_KEY));
+    redis.cli(&["HSET", &key, "h:u1", &hidden("star_fans")]);
+    redis.cli(&["HSET", &key, "h:s1", &hidden("star_coins")]);
+    redis.cli(&["HSET", &key, &format!("e:{}", hasher.hex("u2")), "{}"]);
+    redis.cli(&["HSET", &key, "~gen", "3"]);
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let events = env_u64("BENCH_EVENTS", 300_000);
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let topic = unique("bench");
+    broker.create_topic(&topic, 8).await;
+    eprintln!(
+        "producing {events} gift events (100000 senders, 1000 receivers, Zipf 1.1) into 8 partitions..."
+    );
+    let options = rankflow::produce::Options {
+        brokers: broker.brokers(),
+        topic: topic.clone(),
+        events,
+        rate: 0,
+        members: 100_000,
+        receivers: 1_000,
+        games: 20,
+        types: vec![EventType::Gift],
+        skew: 1.1,
+        seed: 7,
+        client: Vec::new(),
+    };
+    let sent = tokio::task::spawn_blocking(move || {
+        let clock: SharedClock = Arc::new(SystemClock);
+        rankflow::produce::run(&options, clock, &|| false)
+    })
+    .await
+    .expect("producer thread")
+    .expect("produce");
+    eprintln!("produced {sent} events");
+    let defaults = rankflow::config::BatchConfig::default();
+    let batch = (defaults.max_events.get(), defaults.max_delay_ms.get());
+    let with_key = |s: &mut Setup| s.extra = format!("[admin]\nerase_key = \"{ERASE_KEY}\"\n");
+    let mut runs: Vec<(&str, Run)> = Vec::new();
+    let mut index_bytes = 0.0;
+    // The three alternate, `BENCH_ROUNDS` times (default 2): these
+    // machines are noisy, and a drift then shows in every row alike.
+    let rounds = env_u64("BENCH_ROUNDS", 2);
+    let configs = [
+        ("without the member index", false, false),
+        ("with the member index", true, false),
+        ("index, 2 hidden, 1 erased", true, true),
+    ];
+    for (name, index, record) in (0..rounds).flat_map(|_| configs) {
+        eprintln!("{name}:");
+        rankflow::sink::members::disable_index_for_benchmarks(!index);
+        let prefix = std::sync::Mutex::new(String::new());
+        let run = consume_with(&broker, &redis, &topic, BOARDS, events, batch, &|s| {
+            with_key(s);
+            if record {
+                moderated(s, &redis);
+            }
+            *prefix.lock().expect("prefix") = s.prefix.clone();
+        })
+        .await;
+        if index && !record {
+            index_bytes = index_bytes_per_pair(&redis, &prefix.lock().expect("prefix")).await;
+        }
+        runs.push((name, run));
+    }
+    rankflow::sink::members::disable_index_for_benchmarks(false);
+    println!(
+        "moderation, write path ({events} gift events, 8 partitions, star_coins + star_fans scoped by receiver; batch {} events / {} ms)",
+        batch.0, batch.1
+    );
+    println!(
+        "  {:<28} {:>10} {:>9} {:>15} {:>12} {:>14}",
+        "run", "events/s", "vs first", "rankflow µs/ev", "Redis µs/ev", "Redis cmds/ev"
+    );
+    // Each row against the run without the index of its round.
+    for (i, (name, r)) in runs.iter().enumerate() {
+        let first = runs[i - i % configs.len()].1;
+        println!(
+            "  {name:<28} {:>10.0} {:>8.2}x {:>15.2} {:>12.2} {:>14.2}",
+            r.events_per_s,
+            r.events_per_s / first.events_per_s.max(1e-9),
+            r.rankflow_us(),
+            r.redis_us(),
+            r.commands_per_event()
+        );
+    }
+    println!(
+        "  member index: {index_bytes:.0} bytes per (member, scoped instance) pair (MEMORY USAGE, 200 entries sampled)"
+    );
+
+    at_scale(&redis).await;
+}
+
+/// Mean `MEMORY USAGE` of member index entries holding one instance.
+async fn index_bytes_per_pair(redis: &Redis, prefix: &str) -> f64 {
+    let mut c = redis.conn().await;
+    let mut sizes = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}:member:*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut c)
+            .await
+            .expect("SCAN");
+        for k in keys {
+            let fields: u64 = redis::cmd("HLEN")
+                .arg(&k)
+                .query_async(&mut c)
+                .await
+                .expect("HLEN");
+            if fields == 1 && sizes.len() < 200 {
+                let bytes: u64 = redis::cmd("MEMORY")
+                    .arg("USAGE")
+                    .arg(&k)
+                    .query_async(&mut c)
+                    .await
+                    .expect("MEMORY USAGE");
+                sizes.push(bytes as f64);
+            }
+        }
+        cursor = next;
+        if cursor == 0 || sizes.len() >= 200 {
+            break;
+        }
+    }
+    sizes.iter().sum::<f64>() / (sizes.len().max(1) as f64)
+}
+
+/// Part 2: hide, restore and erase one member of a board with 10,000 scope
+/// values and `BENCH_MEMBERS` members.
+async fn at_scale(redis: &Redis) {
+    let members = env_u64("BENCH_MEMBERS", 1_000_000);
+    let scopes = 10_000;
+    let prefix = unique("scale");
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut d = Direct::new(&redis.url(), &prefix, SCALE, now)
+        .await
+        .with_erase_key(ERASE_KEY);
+    let loading = Instant::now();
+    let chunk = 20_000u64;
+    let mut i = 0;
+    while i < members {
+        let batch: Vec<serde_json::Value> = (i..(i + chunk).min(members))
+            .map(|m| {
+                serde_json::json!({"type": "score", "event_id": format!("e{m}"), "ts": now,
+                    "user_id": format!("m{m}"), "game_id": format!("g{}", m % scopes), "points": m % 1000})
+            })
+            .collect();
+        d.apply(&batch).await;
+        i += chunk;
+    }
+    let target: Vec<serde_json::Value> = (0..100)
+        .map(|g| {
+            serde_json::json!({"type": "score", "event_id": format!("t{g}"), "ts": now,
+                "user_id": "target", "game_id": format!("g{}", g * 97), "points": 500})
+        })
+        .collect();
+    d.apply(&target).await;
+    eprintln!(
+        "loaded {members} members in {scopes} scopes in {:.1} s",
+        loading.elapsed().as_secs_f64()
+    );
+    let moderator = d.moderator();
+    let before = command_stats(redis).await;
+    let mut took = Vec::new();
+    for (name, action) in [
+        ("hide", MemberAction::Hide),
+        ("restore", MemberAction::Restore),
+        ("erase", MemberAction::Erase),
+    ] {
+        let req = ActionRequest {
+            member: "target".to_string(),
+            boards: None,
+            reason: None,
+        };
+        let started = Instant::now();
+        let report = moderator.act(action, &req, "bench").await.expect(name);
+        took.push((name, started.elapsed().as_secs_f64() * 1e3, report.state));
+    }
+    let delta = command_delta(&before, &command_stats(redis).await);
+    let scans: f64 = ["scan", "keys"]
+        .iter()
+        .filter_map(|c| delta.get(*c))
+        .map(|(calls, _)| calls)
+        .sum();
+    println!(
+        "moderation, one action at scale (board `fans`: {scopes} scopes, {members} members; board `players`: the same members; the member in 100 scopes)"
+    );
+    for (name, ms, state) in &took {
+        println!("  {name:<8} {ms:>8.1} ms  -> {state}");
+    }
+    println!(
+        "  keyspace scans (SCAN, KEYS) during the actions: {}",
+        scans.abs() as u64
+    );
+}
