@@ -10,6 +10,7 @@
 //!    - with it, and one sender hidden, one receiver hidden and one sender
 //!      erased in the moderation record (every update's member is looked
 //!      up).
+//!
 //!    Prints events/s, CPU-µs per event of rankflow and of Redis, Redis
 //!    commands per event, each run's ratio to the first, and the member
 //!    index's bytes per (member, instance) pair (`MEMORY USAGE`).
@@ -151,7 +152,8 @@ async fn main() {
         })
         .await;
         if index && !record {
-            index_bytes = index_bytes_per_pair(&redis, &prefix.lock().expect("prefix")).await;
+            let prefix = prefix.lock().expect("prefix").clone();
+            index_bytes = index_bytes_per_pair(&redis, &prefix).await;
         }
         runs.push((name, run));
     }
