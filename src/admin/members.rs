@@ -18,7 +18,7 @@
 //!
 //! Every step can be repeated: a process killed in the middle leaves the
 //! record saying what was asked, and the same request finishes the job.
-//! One action per member at a time: a lock key (60 s) beside its index
+//! One action per member at a time: a lock key (`union_cache` + 5 s) beside its index
 //! entry; a second action meanwhile is refused (409) rather than
 //! interleaved.
 
@@ -43,8 +43,15 @@ use super::audit::{Audit, AuditEntry, AuditError};
 /// Longest member id an action takes (ids are short in every schema).
 pub const MAX_MEMBER_BYTES: usize = 1024;
 
-/// How long an action's lock on a member lives if its process dies.
-const LOCK_MS: u64 = 60_000;
+/// How long an action's lock on a member lives if its process dies, beyond
+/// the wait for cached unions (`[http] union_cache`): long enough for the
+/// moves (tens of milliseconds at a million members), short enough that
+/// repeating an interrupted action is soon possible.
+const LOCK_MARGIN_MS: u64 = 5_000;
+
+/// The member index entry's field naming an action under way (or one whose
+/// process died before it finished).
+const PENDING_FIELD: &str = "p";
 
 /// Rounds of a move call whose window trimming ran out of budget.
 const MAX_MOVE_ROUNDS: usize = 64;
@@ -64,6 +71,15 @@ pub enum MemberAction {
 }
 
 impl MemberAction {
+    /// The action's name (`hide`, `restore`, `erase`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MemberAction::Hide => "hide",
+            MemberAction::Restore => "restore",
+            MemberAction::Erase => "erase",
+        }
+    }
+
     /// The action's name in the audit trail.
     pub fn audit_name(self) -> &'static str {
         match self {
@@ -128,6 +144,11 @@ pub struct MemberReport {
     /// Per board that holds it: the views and scopes, visible or kept
     /// aside.
     pub boards: Vec<Holding>,
+    /// An action that started and has not finished (`hide`, `restore`,
+    /// `erase`): under way, or its process died. Repeating it finishes it;
+    /// until then `state` says what was asked, not what is done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
 }
 
 /// Where one board holds a member.
@@ -285,7 +306,7 @@ impl Moderator {
                     .arg(&token)
                     .arg("NX")
                     .arg("PX")
-                    .arg(LOCK_MS),
+                    .arg(self.union_cache.as_millis() as u64 + LOCK_MARGIN_MS),
             )
             .await?;
         if locked.is_none() {
@@ -345,10 +366,9 @@ impl Moderator {
         let stamp = self
             .write_record(action, member, hex, entry.as_ref(), actor, now)
             .await?;
-        // 2. The member's index entry: its state, and where it was written.
-        let registered = self
-            .instances_after(index, state_command(index, action, entry.as_ref()))
-            .await?;
+        // 2. The member's index entry: the action under way, its state, and
+        //    where it was written.
+        let registered = self.instances_after(index, action, entry.as_ref()).await?;
         // 3. The moves, per board and instance.
         let all: Vec<usize> = (0..self.boards.boards.len()).collect();
         let (move_action, moved_boards) = match action {
@@ -370,8 +390,12 @@ impl Moderator {
             }
             let _: i64 = self.store.query(&hdel).await?;
         }
-        // 4. Unions cached before the moves expire.
-        tokio::time::sleep(self.union_cache).await;
+        // 4. Unions cached before the moves expire; then it is done.
+        self.wait_for_unions(moved_boards).await?;
+        let _: i64 = self
+            .store
+            .query(redis::cmd("HDEL").arg(index).arg(PENDING_FIELD))
+            .await?;
         let report = MemberReport {
             member: (action != MemberAction::Erase).then(|| member.to_string()),
             state: match (action, &entry) {
@@ -384,6 +408,7 @@ impl Moderator {
                 MemberAction::Erase => Vec::new(),
                 _ => self.holdings(&instances, &found),
             },
+            pending: None,
         };
         let detail = serde_json::json!({
             "boards": req.boards,
@@ -511,21 +536,62 @@ impl Moderator {
         }
     }
 
-    /// Runs `state_cmd` on the member's index entry, then reads the scoped
-    /// instances it names (in that order, on one key).
+    /// Waits until no union of `boards` built before the moves can still
+    /// be served: for as long as the youngest one has to live (its board's
+    /// marker, set by the reader with each union it builds); not at all when
+    /// no union of them was read within `[http] union_cache`.
+    async fn wait_for_unions(&self, boards: &[usize]) -> Result<(), MemberError> {
+        let cmds: Vec<redis::Cmd> = boards
+            .iter()
+            .map(|&b| {
+                redis::cmd("PTTL")
+                    .arg(keys::unions_built_key(
+                        self.prefix(),
+                        &self.boards.boards[b].name,
+                    ))
+                    .clone()
+            })
+            .collect();
+        let groups: Vec<Vec<redis::Cmd>> = cmds.into_iter().map(|c| vec![c]).collect();
+        let replies = self.store.ordered(&groups).await?;
+        let longest = replies
+            .iter()
+            .filter_map(|v| match v {
+                redis::Value::Int(ms) if *ms > 0 => Some(*ms as u64),
+                _ => None,
+            })
+            .max();
+        if let Some(ms) = longest {
+            // Never longer than union_cache, whatever a marker says.
+            let wait = std::time::Duration::from_millis(ms).min(self.union_cache);
+            tokio::time::sleep(wait).await;
+        }
+        Ok(())
+    }
+
+    /// Writes the action under way and the member's new state to its index
+    /// entry, then reads the scoped instances it names (in that order, on
+    /// one key).
     async fn instances_after(
         &self,
         index: &str,
-        state_cmd: redis::Cmd,
+        action: MemberAction,
+        entry: Option<&HiddenEntry>,
     ) -> Result<Vec<String>, MemberError> {
+        let pending = redis::cmd("HSET")
+            .arg(index)
+            .arg(PENDING_FIELD)
+            .arg(action.name())
+            .clone();
+        let state = state_command(index, action, entry);
         let replies = self
             .store
-            .ordered(&[vec![state_cmd, redis::cmd("HKEYS").arg(index).clone()]])
+            .ordered(&[vec![pending, state, redis::cmd("HKEYS").arg(index).clone()]])
             .await?;
         if let Some(e) = replies.iter().find_map(server_error) {
             return Err(e.into());
         }
-        let fields: Vec<String> = match replies.get(1) {
+        let fields: Vec<String> = match replies.get(2) {
             Some(v) => redis::from_redis_value(v.clone())
                 .map_err(|e| StoreError::Protocol(e.to_string()))?,
             None => Vec::new(),
@@ -704,19 +770,28 @@ impl Moderator {
         Self::check_member(member)?;
         let hex = self.hasher.hex(member);
         let (hidden, erased) = self.recorded(member, &hex).await?;
+        let index = keys::member_key(self.prefix(), &hex);
+        let fields: Vec<String> = self
+            .store
+            .query::<Vec<String>>(redis::cmd("HKEYS").arg(&index))
+            .await?;
+        let pending: Option<String> = if fields.iter().any(|f| f == PENDING_FIELD) {
+            self.store
+                .query(redis::cmd("HGET").arg(&index).arg(PENDING_FIELD))
+                .await?
+        } else {
+            None
+        };
         if erased {
             return Ok(MemberReport {
                 member: Some(member.to_string()),
                 state: "erased",
                 hidden: None,
                 boards: Vec::new(),
+                pending,
             });
         }
-        let index = keys::member_key(self.prefix(), &hex);
-        let registered: Vec<String> = self
-            .store
-            .query::<Vec<String>>(redis::cmd("HKEYS").arg(&index))
-            .await?
+        let registered: Vec<String> = fields
             .into_iter()
             .filter_map(|f| f.strip_prefix(INSTANCE_PREFIX).map(str::to_string))
             .collect();
@@ -734,6 +809,7 @@ impl Moderator {
             },
             hidden,
             boards: self.holdings(&instances, &found),
+            pending,
         })
     }
 }

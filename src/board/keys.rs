@@ -124,6 +124,13 @@ pub(crate) fn twin_view_key(prefix: &str, tag: &str, view: &str) -> String {
     }
 }
 
+/// Present while a union of one of `board`'s views, built by a read, may
+/// still be served (it lives `[http] union_cache`): member actions wait
+/// for it to go (docs/moderation.md).
+pub(crate) fn unions_built_key(prefix: &str, board: &str) -> String {
+    format!("{prefix}:unions:{board}")
+}
+
 /// The fleet's moderation record (docs/redis-layout.md): generation,
 /// hidden members, keyed hashes of erased ones.
 pub(crate) fn moderation_key(prefix: &str) -> String {

@@ -151,6 +151,36 @@ impl Unions {
         trim: Trim<'_>,
         max_entries: u64,
     ) -> Result<bool, ReadError> {
+        let built = self.build_union(store, plan, &trim, max_entries).await?;
+        if built {
+            // Member actions wait for unions built lately to expire
+            // (docs/moderation.md): this marks when the board's last one
+            // does. Lives as long as the result.
+            let board = &trim.boards.boards[trim.board_index].name;
+            let _: () = store
+                .query(
+                    redis::cmd("SET")
+                        .arg(crate::board::keys::unions_built_key(
+                            &trim.boards.key_prefix,
+                            board,
+                        ))
+                        .arg(1)
+                        .arg("PX")
+                        .arg(self.ttl_ms.max(1)),
+                )
+                .await?;
+        }
+        Ok(built)
+    }
+
+    /// [`Unions::compute`] less the marker: whether it built a result.
+    async fn build_union(
+        &self,
+        store: &Store,
+        plan: &UnionPlan,
+        trim: &Trim<'_>,
+        max_entries: u64,
+    ) -> Result<bool, ReadError> {
         let (sources, trims) = super::scopes::resolve(store, plan).await?;
         if !trims.is_empty() {
             let instances: Vec<(usize, String)> =

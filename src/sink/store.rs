@@ -125,7 +125,7 @@ impl StoreError {
 /// `INFO` detects cluster mode and watches the run id; `CLUSTER SLOTS` is
 /// how the cluster client learns the slot map; redis-rs's `CLIENT SETINFO`
 /// at connect may fail (its reply is ignored), so it is not granted.
-pub const ACL_RULES: &str = "resetkeys ~<key_prefix>:* resetchannels -@all +ping +info +cluster|slots +wait +script|load +evalsha +exists +get +set +hget +hmget +hset +hsetnx +hdel +hexists +hkeys +hgetall +hincrby +hscan +persist +unlink +pexpireat +pexpiretime +zadd +zmscore +zrem +zscore +zcard +zcount +zrank +zrevrank +zrange +zrevrange +zrangebylex +zrangebyscore +zremrangebyscore +zremrangebyrank +zunionstore +pexpire +zscan +rename +del";
+pub const ACL_RULES: &str = "resetkeys ~<key_prefix>:* resetchannels -@all +ping +info +cluster|slots +wait +script|load +evalsha +exists +get +set +hget +hmget +hset +hsetnx +hdel +hexists +hkeys +hgetall +hincrby +hscan +persist +unlink +pexpireat +pexpiretime +zadd +zmscore +zrem +zscore +zcard +zcount +zrank +zrevrank +zrange +zrevrange +zrangebylex +zrangebyscore +zremrangebyscore +zremrangebyrank +zunionstore +pexpire +zscan +rename +del +pttl";
 
 /// [`ACL_RULES`] for a key prefix.
 pub fn acl_rules(key_prefix: &str) -> String {
@@ -612,6 +612,7 @@ mod tests {
         "hkeys",
         "hsetnx",
         "del",
+        "pttl",
     ];
 
     fn granted() -> Vec<&'static str> {

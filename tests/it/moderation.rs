@@ -649,3 +649,130 @@ async fn a_consumer_that_has_not_heard_of_a_hide_never_shows_the_member() {
         "{shown:?}"
     );
 }
+
+/// The twin of a view key named without its prefix (`{tag}:view` →
+/// `{tag}~h:view`).
+fn twin_of(key: &str) -> String {
+    match key.find('}') {
+        Some(i) => format!("{}~h{}", &key[..=i], &key[i + 1..]),
+        None => key.to_string(),
+    }
+}
+
+/// `rankflow member <action> target`, killed with SIGKILL after `after`;
+/// then the same command repeated until it succeeds (an interrupted
+/// action's lock lasts `union_cache` + 5 s). Returns the action the member's state
+/// showed pending right after the kill, if any.
+async fn killed_then_repeated(
+    cli: &CliConfig,
+    moderator: &rankflow::admin::Moderator,
+    action: &str,
+    after: std::time::Duration,
+) -> Option<String> {
+    let env = [("RANKFLOW_HTTP_UNION_CACHE", "100ms")];
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
+        .args(["member", action, TARGET, "-c"])
+        .arg(&cli.path)
+        .envs(env)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("rankflow member");
+    tokio::time::sleep(after).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let pending = moderator.show(TARGET).await.expect("show").pending;
+    let command = format!("member {action} {TARGET}");
+    wait_for(
+        std::time::Duration::from_secs(30),
+        "the repeated action to finish",
+        || async {
+            let out = cli.run(&command, &env);
+            out.status.success().then_some(())
+        },
+    )
+    .await;
+    pending
+}
+
+/// `kill -9` of `rankflow member` in the middle of a hide, then of a
+/// restore, at several moments: repeating the command finishes the job,
+/// and until it does the member's state says an action is pending. After
+/// each hide the target is in no view and every twin holds what its view
+/// held; after each restore every view holds exactly what it held before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_killed_midway_is_finished_by_repeating_it() {
+    let redis = Redis::start();
+    let prefix = unique("mk");
+    let now = chrono::Utc::now().timestamp_millis();
+    let d = Direct::new(&redis.url(), &prefix, BOARDS, now)
+        .await
+        .with_erase_key(KEY);
+    let mut d = d;
+    for chunk in 0..3 {
+        let events: Vec<Value> = (chunk * 500..(chunk + 1) * 500)
+            .flat_map(|g| {
+                [
+                    event(
+                        &format!("t{g}"),
+                        now - (g % 50) * MIN,
+                        TARGET,
+                        &format!("g{g}"),
+                        g % 30 + 1,
+                    ),
+                    event(
+                        &format!("o{g}"),
+                        now,
+                        &format!("u{}", g % 8),
+                        &format!("g{g}"),
+                        3,
+                    ),
+                ]
+            })
+            .collect();
+        d.apply(&events).await;
+    }
+    let before = holding_target(&dump(&[&redis], &prefix).await);
+    assert!(
+        before.len() > 1500 * 3,
+        "{} keys hold the target",
+        before.len()
+    );
+    let cli = CliConfig::new(
+        &format!("[admin]\nerase_key = \"{KEY}\"\n{BOARDS}"),
+        &redis.url(),
+        &prefix,
+    );
+    let moderator = d.moderator();
+    let mut interrupted = Vec::new();
+    for after_ms in [60, 160] {
+        let after = std::time::Duration::from_millis(after_ms);
+        interrupted.extend(killed_then_repeated(&cli, &moderator, "hide", after).await);
+        let da = dump(&[&redis], &prefix).await;
+        assert_eq!(
+            holding_target(&da),
+            BTreeMap::new(),
+            "hidden (killed after {after_ms} ms)"
+        );
+        for (key, score) in &before {
+            let twin = twin_of(key);
+            let held = match da.get(&twin) {
+                Some(Dump::Zset(e)) => e.iter().find(|(m, _)| is_target(m)).map(|(_, s)| *s),
+                _ => None,
+            };
+            assert_eq!(held, Some(*score), "{twin} (killed after {after_ms} ms)");
+        }
+        let shown = moderator.show(TARGET).await.expect("show");
+        assert_eq!((shown.state, shown.pending), ("hidden", None));
+        interrupted.extend(killed_then_repeated(&cli, &moderator, "restore", after).await);
+        let held = holding_target(&dump(&[&redis], &prefix).await);
+        assert_eq!(held, before, "restored (killed after {after_ms} ms)");
+        let shown = moderator.show(TARGET).await.expect("show");
+        assert_eq!((shown.state, shown.pending), ("visible", None));
+    }
+    // At least one kill landed in the middle of an action (its state said so).
+    assert!(!interrupted.is_empty(), "no kill interrupted an action");
+    println!(
+        "verified: actions interrupted by kill -9: {interrupted:?}; each finished by repeating it"
+    );
+}

@@ -131,6 +131,11 @@ async fn hide_restore_and_erase_through_the_admin_api() {
     .await;
     assert_eq!(top(&app).await[0], ("u1".to_string(), 55.0, 1));
 
+    // A rolling view read now is a union a reader keeps for union_cache.
+    let rolling = app.url("/v1/boards/points/last:2d/top?limit=10");
+    let (_, union) = get_json(&rolling).await;
+    assert_eq!(union["entries"][0]["member"], "u1", "{union}");
+
     // Hide.
     let (status, body, took) = post(
         &app.url("/v1/admin/members/u1/hide"),
@@ -139,8 +144,14 @@ async fn hide_restore_and_erase_through_the_admin_api() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "hidden", "{body}");
+    assert!(took < Duration::from_secs(1), "hide took {took:?}");
     let (status, _) = get_json(&app.url("/v1/boards/points/all/members/u1")).await;
     assert_eq!(status, 404);
+    let (_, union) = get_json(&rolling).await;
+    assert_eq!(
+        union["entries"][0]["member"], "u2",
+        "the cached union: {union}"
+    );
     assert_eq!(
         top(&app).await,
         [("u2".to_string(), 30.0, 1), ("u3".to_string(), 20.0, 2)]
