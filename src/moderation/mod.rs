@@ -18,7 +18,7 @@ use crate::board::BoardSet;
 pub use hash::MemberHasher;
 
 /// The record's field holding its generation, raised by every action.
-pub const GEN_FIELD: &str = "~generation";
+pub const GEN_FIELD: &str = "~gen";
 /// The record's field holding the fingerprint of the `erase_key` its
 /// hashes were made with.
 pub const KEY_FIELD: &str = "~key";
@@ -346,6 +346,17 @@ mod tests {
         assert_eq!(routes.route(1, 1), Route::Hidden);
         assert_eq!(routes.route(0, 1), Route::Visible);
         assert_eq!(routes.route(0, 2), Route::Erased);
+    }
+
+    /// The apply script reads the record's generation by this name.
+    #[test]
+    fn the_apply_script_reads_the_same_generation_field() {
+        assert_eq!(GEN_FIELD, "~gen");
+        let lua = crate::sink::store::APPLY_LUA;
+        assert!(
+            lua.contains(&format!("\"{GEN_FIELD}\"")),
+            "apply.lua reads {GEN_FIELD}"
+        );
     }
 
     #[test]

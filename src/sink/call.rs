@@ -106,6 +106,13 @@ pub(crate) fn group_of(grouping: Grouping, tag: &str) -> u32 {
 impl Call {
     /// The EVALSHA command for this call at clock `now`.
     pub(crate) fn command(&self, sha: &str, now: i64) -> redis::Cmd {
+        self.command_checking(sha, now, None)
+    }
+
+    /// [`Call::command`]; with `record` (the moderation record's key, on a
+    /// single node only) the script also refuses the call when the record's
+    /// generation is above the call's.
+    pub(crate) fn command_checking(&self, sha: &str, now: i64, record: Option<&str>) -> redis::Cmd {
         let mut args: Vec<&[u8]> = self.args.iter().map(Vec::as_slice).collect();
         let cutoffs: Vec<String> = self
             .cutoffs
@@ -117,12 +124,14 @@ impl Call {
         }
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(sha)
-            .arg(self.keys.len())
-            .arg(&self.keys)
-            .arg(now)
-            .arg(self.modgen)
-            .arg(self.members.len())
-            .arg(args);
+            .arg(self.keys.len() + usize::from(record.is_some()))
+            .arg(&self.keys);
+        match record {
+            Some(key) if self.modgen >= 0 => cmd.arg(key).arg(now).arg(format!("r{}", self.modgen)),
+            Some(key) => cmd.arg(key).arg(now).arg(self.modgen),
+            None => cmd.arg(now).arg(self.modgen),
+        };
+        cmd.arg(self.members.len()).arg(args);
         cmd
     }
 }

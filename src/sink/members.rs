@@ -5,11 +5,11 @@
 //! per member, the instances of scoped boards it was written to, so that a
 //! hide, restore or erase finds them without scanning. A batch registers the
 //! (member, instance) pairs this consumer has not registered before, and
-//! waits for that write before its apply calls: an action that reads the
-//! index after it sees the instance, and stamps it; one that read it before
-//! has set the member's state, which the same round trip reads back (`HSET`
-//! then `HGET` of the one key), so the batch learns of the action and reads
-//! the record again before it writes. Unscoped boards have one instance,
+//! waits for that write before its apply calls; then it reads the moderation
+//! record's generation. An action raises the generation before it reads the
+//! index: if it did so after that read, it finds the registration and stamps
+//! the instance; if before, the read shows a newer generation and the batch
+//! reads the record again before it writes. Unscoped boards have one instance,
 //! which every action visits: they need no entry.
 //!
 //! Registrations are remembered by a 128-bit hash of (member, instance), up
@@ -24,7 +24,7 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 
 use crate::board::BoardSet;
 use crate::board::keys;
-use crate::moderation::{Cell, Snapshot};
+use crate::moderation::{Cell, GEN_FIELD, Snapshot};
 
 use super::store::{Store, StoreError};
 use super::updates::Updates;
@@ -44,7 +44,7 @@ pub fn disable_index_for_benchmarks(off: bool) {
 const MAX_PAIRS: usize = 1 << 20;
 
 /// The member index entry's field holding the member's state (absent:
-/// visible).
+/// visible), written by the actions for `GET /v1/admin/members/{m}`.
 pub(crate) const STATE_FIELD: &str = "s";
 
 /// The prefix of the member index entry's fields naming an instance.
@@ -106,15 +106,20 @@ pub(crate) fn wanted(
     }
     let mut by_member: foldhash::HashMap<u32, Vec<String>> = Default::default();
     let mut pairs = Vec::new();
-    let mut seen: HashSet<u128, foldhash::fast::FixedState> = HashSet::default();
-    for inst in &updates.instances {
+    // An event's updates of one instance (one per view) name the member
+    // again: each (member, instance) is looked at once.
+    let mut seen: HashSet<(u32, usize), foldhash::fast::FixedState> = HashSet::default();
+    for (i, inst) in updates.instances.iter().enumerate() {
         if boards.boards[inst.board].scope.is_none() {
             continue;
         }
         for u in &inst.updates {
+            if !seen.insert((u.member, i)) {
+                continue;
+            }
             let member = &updates.members[u.member as usize];
             let pair = Registered::key(member, &inst.tag);
-            if cache.pairs.contains(&pair) || !seen.insert(pair) {
+            if cache.pairs.contains(&pair) {
                 continue;
             }
             pairs.push(pair);
@@ -136,15 +141,9 @@ pub(crate) fn wanted(
     Wanted { entries, pairs }
 }
 
-/// Writes the registrations and reads back each member's state (`HSET` then
-/// `HGET` of its entry, in that order); returns whether any of them is
-/// hidden or erased (the caller then reads the moderation record again
-/// before it encodes).
-pub(crate) async fn register(store: &Store, wanted: &Wanted) -> Result<bool, StoreError> {
-    if wanted.is_empty() {
-        return Ok(false);
-    }
-    let groups: Vec<Vec<redis::Cmd>> = wanted
+/// The registrations of `wanted`: one `HSET` per member's entry.
+pub(crate) fn commands(wanted: &Wanted) -> Vec<redis::Cmd> {
+    wanted
         .entries
         .iter()
         .map(|(key, tags)| {
@@ -153,18 +152,48 @@ pub(crate) async fn register(store: &Store, wanted: &Wanted) -> Result<bool, Sto
             for tag in tags {
                 hset.arg(format!("{INSTANCE_PREFIX}{tag}")).arg(1);
             }
-            vec![hset, redis::cmd("HGET").arg(key).arg(STATE_FIELD).clone()]
+            hset
         })
-        .collect();
+        .collect()
+}
+
+/// On a cluster: writes the registrations, then reads the moderation record's generation
+/// (after them: on one node in the same pipeline, on a cluster once they
+/// are acknowledged) and answers it. An action that raised the generation
+/// after that read has found these registrations in the index, and stamps
+/// their instances; one that raised it before shows in the generation read,
+/// and the caller reads the record again before it encodes.
+pub(crate) async fn register(
+    store: &Store,
+    boards: &BoardSet,
+    wanted: &Wanted,
+) -> Result<Option<i64>, StoreError> {
+    if wanted.is_empty() {
+        return Ok(None);
+    }
+    let mut groups: Vec<Vec<redis::Cmd>> = commands(wanted).into_iter().map(|c| vec![c]).collect();
+    let generation = redis::cmd("HGET")
+        .arg(keys::moderation_key(&boards.key_prefix))
+        .arg(GEN_FIELD)
+        .clone();
+    let cluster = store.is_cluster();
+    if !cluster {
+        groups.push(vec![generation.clone()]);
+    }
     let replies = store.ordered(&groups).await?;
     if let Some(err) = replies.iter().find_map(super::store::server_error) {
         return Err(err);
     }
-    Ok(replies
-        .iter()
-        .skip(1)
-        .step_by(2)
-        .any(|v| !matches!(v, redis::Value::Nil)))
+    let read: Option<String> = if cluster {
+        store.query(&generation).await?
+    } else {
+        match replies.last() {
+            Some(v) => redis::from_redis_value(v.clone())
+                .map_err(|e| StoreError::Protocol(e.to_string()))?,
+            None => None,
+        }
+    };
+    Ok(Some(read.and_then(|g| g.parse().ok()).unwrap_or(0)))
 }
 
 /// Records the pairs of `wanted` once Redis acknowledged them.

@@ -43,6 +43,11 @@ pub(crate) const POSITIONS_LUA: &str = include_str!("lua/positions.lua");
 /// round trip per several hundred ms of Redis work.)
 pub const CALLS_PER_ROUND_TRIP: usize = 32;
 
+/// Commands per round trip of [`Store::ordered`]: small writes (a member
+/// index entry each, microseconds of Redis), so a batch's registrations
+/// take one or two round trips rather than one per few thousand.
+const ORDERED_PER_ROUND_TRIP: usize = 50_000;
+
 /// A Redis failure, with what it means for the caller.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -326,8 +331,25 @@ impl Store {
         cmds: &[redis::Cmd],
         epoch: u64,
     ) -> Result<Vec<Value>, StoreError> {
+        self.pipeline_led(cmds, 0, epoch).await
+    }
+
+    /// [`Store::pipeline`] whose first round trip also carries the `lead`
+    /// commands in front (small writes that must come before the calls on
+    /// the same connection: a batch's member-index registrations).
+    pub(crate) async fn pipeline_led(
+        &self,
+        cmds: &[redis::Cmd],
+        lead: usize,
+        epoch: u64,
+    ) -> Result<Vec<Value>, StoreError> {
         let mut replies = Vec::with_capacity(cmds.len());
-        for chunk in cmds.chunks(CALLS_PER_ROUND_TRIP) {
+        if cmds.is_empty() {
+            return Ok(replies);
+        }
+        let first = (lead + CALLS_PER_ROUND_TRIP).min(cmds.len());
+        replies.extend(self.round_trip(&cmds[..first], epoch).await?);
+        for chunk in cmds[first..].chunks(CALLS_PER_ROUND_TRIP) {
             replies.extend(self.round_trip(chunk, epoch).await?);
         }
         Ok(replies)
@@ -421,8 +443,9 @@ impl Store {
     }
 
     /// Groups of commands, each group on one key (one slot), executed in
-    /// its order: on one node a single pipeline; on a cluster one pipeline
-    /// per group, the groups concurrently. Returns every reply, in order.
+    /// its order: on one node a single pipeline (in round trips of
+    /// [`ORDERED_PER_ROUND_TRIP`] commands); on a cluster one pipeline per
+    /// group, the groups concurrently. Returns every reply, in order.
     pub(crate) async fn ordered(
         &self,
         groups: &[Vec<redis::Cmd>],
@@ -438,7 +461,7 @@ impl Store {
             Conn::Single(conn) => {
                 let all: Vec<redis::Cmd> = groups.iter().flatten().cloned().collect();
                 let mut out = Vec::with_capacity(all.len());
-                for chunk in all.chunks(CALLS_PER_ROUND_TRIP * 64) {
+                for chunk in all.chunks(ORDERED_PER_ROUND_TRIP) {
                     let replies: Vec<Value> = pipe_of(chunk)
                         .ignore_errors()
                         .query_async(&mut conn.clone())

@@ -126,7 +126,12 @@ impl Writer {
         now: i64,
     ) -> Result<FlushReport, StoreError> {
         let mut round = Round::new(&self.boards, updates);
-        let scope_entries = self.register(updates).await?;
+        let (scope_entries, registrations) = self.register(updates).await?;
+        // On one node the registrations ride in front of the calls, which
+        // then check the record's generation themselves (see `members`).
+        let record = registrations
+            .as_ref()
+            .map(|_| keys::moderation_key(&self.boards.key_prefix));
         // Calls prepared before the moderation record was read again are
         // encoded again.
         let generation = self.moderation.generation();
@@ -149,16 +154,31 @@ impl Writer {
                 );
                 &rebuilt
             };
-            let mut cmds: Vec<redis::Cmd> = calls
-                .iter()
-                .map(|c| c.command(&scripts.apply, now))
-                .collect();
+            let mut cmds: Vec<redis::Cmd> = Vec::new();
+            if let (0, Some((r, _))) = (n, &registrations) {
+                cmds.extend(r.iter().cloned());
+            }
+            let registered = cmds.len();
+            cmds.extend(
+                calls
+                    .iter()
+                    .map(|c| c.command_checking(&scripts.apply, now, record.as_deref())),
+            );
             if n == 0 {
                 cmds.extend(registry_commands(&self.boards, calls, now));
                 cmds.extend(scopes::commands(&scope_entries, now));
             }
-            let replies = self.store.pipeline(&cmds, scripts.epoch).await?;
-            round.read_replies(calls, &replies)?;
+            let replies = self
+                .store
+                .pipeline_led(&cmds, registered, scripts.epoch)
+                .await?;
+            round.read_replies(calls, &replies[registered..])?;
+            if let Some(err) = replies[..registered].iter().find_map(server_error) {
+                return Err(err);
+            }
+            if let (0, Some((_, wanted))) = (n, &registrations) {
+                members::record(&mut self.caches().members, wanted);
+            }
             if let Some(stamp) = round.moderated.take() {
                 tracing::info!(
                     generation = stamp,
@@ -212,34 +232,59 @@ impl Writer {
     }
 
     /// What a batch registers before its apply calls: reads the moderation
-    /// record if it never was, registers members and due periods; answers
-    /// the scope registrations that ride along with the calls.
-    async fn register(&self, updates: &Updates) -> Result<Vec<scopes::ScopeEntries>, StoreError> {
+    /// record if it never was, registers members (on a cluster) and due
+    /// periods; answers the scope registrations that ride along with the
+    /// calls, and on one node the member registrations that go in front of
+    /// them.
+    async fn register(
+        &self,
+        updates: &Updates,
+    ) -> Result<
+        (
+            Vec<scopes::ScopeEntries>,
+            Option<(Vec<redis::Cmd>, members::Wanted)>,
+        ),
+        StoreError,
+    > {
         if !self.moderation.loaded() {
             self.load_moderation().await?;
         }
-        self.register_members(updates).await?;
+        let in_front = self.register_members(updates).await?;
         self.register_due(updates).await?;
-        Ok(scopes::wanted(
+        let scopes = scopes::wanted(
             &self.boards,
             &updates.instances,
             &self.caches().scopes,
             Instant::now(),
-        ))
+        );
+        Ok((scopes, in_front))
     }
 
     /// Registers the (member, scoped instance) pairs of the batch this
     /// consumer has not registered before in the member index, before
-    /// anything of the batch is applied; when a member turns out hidden or
-    /// erased, reads the moderation record again (see [`members`]).
-    async fn register_members(&self, updates: &Updates) -> Result<(), StoreError> {
+    /// anything of the batch is applied (see [`members`]). On a cluster it
+    /// waits for them and reads the record's generation, reading the record
+    /// again when it moved; on one node it answers the commands, which go in
+    /// front of the calls in their pipeline (the calls check the
+    /// generation), and are remembered once Redis answered them.
+    async fn register_members(
+        &self,
+        updates: &Updates,
+    ) -> Result<Option<(Vec<redis::Cmd>, members::Wanted)>, StoreError> {
         let snap = self.moderation.current();
         let wanted = members::wanted(&self.boards, updates, &self.caches().members, &snap);
-        if members::register(&self.store, &wanted).await? {
+        if wanted.is_empty() {
+            return Ok(None);
+        }
+        if !self.store.is_cluster() {
+            return Ok(Some((members::commands(&wanted), wanted)));
+        }
+        let seen = members::register(&self.store, &self.boards, &wanted).await?;
+        if seen.is_some_and(|g| g > self.moderation.generation()) {
             self.load_moderation().await?;
         }
         members::record(&mut self.caches().members, &wanted);
-        Ok(())
+        Ok(None)
     }
 
     /// Registers the archived periods the batch touches in the due set (those

@@ -581,9 +581,15 @@ async fn a_consumer_that_has_not_heard_of_a_hide_never_shows_the_member() {
     ])
     .await;
     two.take_over(&one);
-    // Consumer 2 reads the record (generation 0) and registers (x1, g0).
+    // Consumer 2 reads the record (generation 0) and registers (x1, g0);
+    // consumer 3 reads it too.
     two.apply(&[event("b1", t0 + MIN, TARGET, "g0", 1)]).await;
-    one.take_over(&two);
+    let mut three = Direct::new(&redis.url(), &prefix, BOARDS, t0)
+        .await
+        .with_erase_key(KEY);
+    three.take_over(&two);
+    three.apply(&[event("c1", t0 + MIN, "u3", "g0", 1)]).await;
+    one.take_over(&three);
     let hidden_from = vec!["m_sum", "m_game"];
     let report = moderator
         .act(
@@ -598,6 +604,14 @@ async fn a_consumer_that_has_not_heard_of_a_hide_never_shows_the_member() {
         report.hidden.as_ref().and_then(|h| h.boards.clone()),
         Some(vec!["m_sum".to_string(), "m_game".to_string()])
     );
+    // Consumer 3 still holds generation 0, and its batch touches only a
+    // scope the member never had (no instance there carries a stamp): on
+    // one node its call checks the record's generation.
+    three.take_over(&one);
+    three
+        .apply(&[event("c2", t0 + 2 * MIN, TARGET, "g8", 4)])
+        .await;
+    two.take_over(&three);
     // Consumer 2 still holds generation 0.
     let (_, r) = two
         .apply(&[
@@ -615,7 +629,8 @@ async fn a_consumer_that_has_not_heard_of_a_hide_never_shows_the_member() {
             "{key} shows the member hidden from it: {held:?}"
         );
     }
-    // The boards it is not hidden from took every event: 5 + 1 + 10 + 20.
+    // The boards it is not hidden from took every event: 5 + 1 + 4 + 10 + 20
+    // (`m_last` keeps the latest).
     assert_eq!(held.get("{m_last}:all"), Some(&20.0), "{held:?}");
     assert_eq!(
         held.keys().filter(|k| k.starts_with("{m_max}")).count(),
@@ -632,16 +647,17 @@ async fn a_consumer_that_has_not_heard_of_a_hide_never_shows_the_member() {
         game.views.is_empty() && game.hidden_views.contains(&"all".to_string()),
         "{game:?}"
     );
-    assert_eq!(game.scopes, ["g0", "g7"], "{game:?}");
+    assert_eq!(game.scopes, ["g0", "g7", "g8"], "{game:?}");
     // Restored: the events that arrived meanwhile are there.
     moderator
         .act(MemberAction::Restore, &request(TARGET, None), "tester")
         .await
         .expect("restore");
     let held = holding_target(&dump(&[&redis], &prefix).await);
-    assert_eq!(held.get("{m_sum}:all"), Some(&36.0), "{held:?}");
+    assert_eq!(held.get("{m_sum}:all"), Some(&40.0), "{held:?}");
     assert_eq!(held.get("{m_game:g0}:all"), Some(&16.0), "{held:?}");
     assert_eq!(held.get("{m_game:g7}:all"), Some(&20.0), "{held:?}");
+    assert_eq!(held.get("{m_game:g8}:all"), Some(&4.0), "{held:?}");
     let shown = moderator.show(TARGET).await.expect("show");
     assert_eq!(shown.state, "visible");
     assert!(
@@ -775,4 +791,42 @@ async fn an_action_killed_midway_is_finished_by_repeating_it() {
     println!(
         "verified: actions interrupted by kill -9: {interrupted:?}; each finished by repeating it"
     );
+}
+
+/// On one node the calls of a batch check the record's generation
+/// themselves: a consumer that has not heard of a hide from one scoped
+/// board, and whose batch writes the member to a scope it never had (no
+/// instance it touches was visited by the hide, so none carries a stamp),
+/// is refused by the record and routes the member to the twins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_scope_of_a_hidden_member_is_caught_by_the_record() {
+    let redis = Redis::start();
+    let prefix = unique("mn");
+    let t0 = start();
+    let mut stale = Direct::new(&redis.url(), &prefix, BOARDS, t0)
+        .await
+        .with_erase_key(KEY);
+    stale.apply(&[event("a1", t0, TARGET, "g0", 5)]).await;
+    let moderator = stale.moderator();
+    moderator
+        .act(
+            MemberAction::Hide,
+            &request(TARGET, Some(vec!["m_game"])),
+            "tester",
+        )
+        .await
+        .expect("hide");
+    stale.apply(&[event("a2", t0 + MIN, TARGET, "g8", 4)]).await;
+    let da = dump(&[&redis], &prefix).await;
+    let held = holding_target(&da);
+    assert!(
+        held.keys().all(|k| !k.starts_with("{m_game")),
+        "a board it is hidden from shows it: {held:?}"
+    );
+    assert_eq!(held.get("{m_sum}:all"), Some(&9.0), "{held:?}");
+    let twin = match da.get("{m_game:g8}~h:all") {
+        Some(Dump::Zset(e)) => e.clone(),
+        other => panic!("no twin of g8: {other:?}"),
+    };
+    assert_eq!(twin, vec![(TARGET.to_string(), 4.0)]);
 }

@@ -62,6 +62,10 @@
 --       the call was encoded with: the caller's view of who is hidden is
 --       older than the instance's, so nothing was written and the caller
 --       reloads it and encodes the call again. modgen -1: not checked.
+--       On a single node modgen may be written "r<modgen>": then the last
+--       KEY is the fleet's moderation record, and a "~gen" there above
+--       modgen refuses the call the same way (the consumer then sends its
+--       member-index registrations in the same pipeline, just before).
 --
 -- ARGV[2] "move" runs move.lua instead (hide, restore, erase one member).
 
@@ -70,7 +74,13 @@
 -- then nothing at all is written: the caller resends the instance without
 -- the applied offsets.
 if ARGV[2] == "move" then return move_member() end
-local modgen = tonumber(ARGV[2])
+local modgen_arg = ARGV[2]
+local record_key = nil
+if string.sub(modgen_arg, 1, 1) == "r" then
+  record_key = KEYS[#KEYS]
+  modgen_arg = string.sub(modgen_arg, 2)
+end
+local modgen = tonumber(modgen_arg)
 local instances = {}
 local conflicts = {}
 local moderated = nil
@@ -200,6 +210,10 @@ for i = 1, tonumber(ARGV[3]) do
   inst.updates = a
   a = a + nviews
   instances[i] = inst
+end
+if record_key then
+  local gen = tonumber(redis.call("HGET", record_key, "~gen") or "0")
+  if gen > modgen then moderated = math.max(moderated or gen, gen) end
 end
 if moderated then return { 2, moderated } end
 if #conflicts > 0 then
