@@ -179,22 +179,23 @@ async fn main() {
         );
     }
     println!(
-        "  member index: {index_bytes:.0} bytes per (member, scoped instance) pair (MEMORY USAGE, 200 entries sampled)"
+        "  member index: {index_bytes:.0} bytes per (member, scoped instance) pair (MEMORY USAGE of its buckets)"
     );
 
     at_scale(&redis).await;
 }
 
-/// Mean `MEMORY USAGE` of member index entries holding one instance.
+/// `MEMORY USAGE` of the member index's buckets over the fields they hold:
+/// bytes per (member, scoped instance) pair.
 async fn index_bytes_per_pair(redis: &Redis, prefix: &str) -> f64 {
     let mut c = redis.conn().await;
-    let mut sizes = Vec::new();
+    let (mut bytes, mut pairs) = (0u64, 0u64);
     let mut cursor: u64 = 0;
     loop {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(format!("{prefix}:member:*"))
+            .arg(format!("{prefix}:members:*"))
             .arg("COUNT")
             .arg(1000)
             .query_async(&mut c)
@@ -206,22 +207,21 @@ async fn index_bytes_per_pair(redis: &Redis, prefix: &str) -> f64 {
                 .query_async(&mut c)
                 .await
                 .expect("HLEN");
-            if fields == 1 && sizes.len() < 200 {
-                let bytes: u64 = redis::cmd("MEMORY")
-                    .arg("USAGE")
-                    .arg(&k)
-                    .query_async(&mut c)
-                    .await
-                    .expect("MEMORY USAGE");
-                sizes.push(bytes as f64);
-            }
+            let used: u64 = redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg(&k)
+                .query_async(&mut c)
+                .await
+                .expect("MEMORY USAGE");
+            bytes += used;
+            pairs += fields;
         }
         cursor = next;
-        if cursor == 0 || sizes.len() >= 200 {
+        if cursor == 0 {
             break;
         }
     }
-    sizes.iter().sum::<f64>() / (sizes.len().max(1) as f64)
+    bytes as f64 / (pairs.max(1) as f64)
 }
 
 /// Part 2: hide, restore and erase one member of a board with 10,000 scope

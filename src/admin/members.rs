@@ -34,7 +34,7 @@ use crate::clock::SharedClock;
 use crate::moderation::{
     ERASED_PREFIX, ErasedEntry, GEN_FIELD, HIDDEN_PREFIX, HiddenEntry, KEY_FIELD, MemberHasher,
 };
-use crate::sink::members::{INSTANCE_PREFIX, STATE_FIELD};
+use crate::sink::members::Entry;
 use crate::sink::moves::{self, MoveAction};
 use crate::sink::store::{Store, StoreError, server_error};
 
@@ -48,10 +48,6 @@ pub const MAX_MEMBER_BYTES: usize = 1024;
 /// moves (tens of milliseconds at a million members), short enough that
 /// repeating an interrupted action is soon possible.
 const LOCK_MARGIN_MS: u64 = 5_000;
-
-/// The member index entry's field naming an action under way (or one whose
-/// process died before it finished).
-const PENDING_FIELD: &str = "p";
 
 /// Rounds of a move call whose window trimming ran out of budget.
 const MAX_MOVE_ROUNDS: usize = 64;
@@ -295,8 +291,8 @@ impl Moderator {
             ));
         }
         let hex = self.hasher.hex(&req.member);
-        let index = keys::member_key(self.prefix(), &hex);
-        let lock = format!("{index}:lock");
+        let index = Entry::new(self.prefix(), &hex);
+        let lock = keys::member_lock_key(self.prefix(), &hex);
         let token = format!("{}-{}", std::process::id(), self.clock.now_ms());
         let locked: Option<String> = self
             .store
@@ -351,7 +347,7 @@ impl Moderator {
         actor: &str,
         chosen: &[usize],
         hex: &str,
-        index: &str,
+        index: &Entry,
     ) -> Result<(MemberReport, serde_json::Value), MemberError> {
         let member = req.member.as_str();
         let now = self.clock.now_ms();
@@ -384,9 +380,9 @@ impl Moderator {
             // The index keeps the state alone: no instance names the member
             // any more.
             let mut hdel = redis::cmd("HDEL");
-            hdel.arg(index);
+            hdel.arg(&index.key);
             for tag in &registered {
-                hdel.arg(format!("{INSTANCE_PREFIX}{tag}"));
+                hdel.arg(index.instance_field(tag));
             }
             let _: i64 = self.store.query(&hdel).await?;
         }
@@ -394,7 +390,11 @@ impl Moderator {
         self.wait_for_unions(moved_boards).await?;
         let _: i64 = self
             .store
-            .query(redis::cmd("HDEL").arg(index).arg(PENDING_FIELD))
+            .query(
+                redis::cmd("HDEL")
+                    .arg(&index.key)
+                    .arg(index.pending_field()),
+            )
             .await?;
         let report = MemberReport {
             member: (action != MemberAction::Erase).then(|| member.to_string()),
@@ -570,35 +570,29 @@ impl Moderator {
     }
 
     /// Writes the action under way and the member's new state to its index
-    /// entry, then reads the scoped instances it names (in that order, on
-    /// one key).
+    /// entry, then reads the scoped instances it names (the reads start once
+    /// the writes are acknowledged).
     async fn instances_after(
         &self,
-        index: &str,
+        index: &Entry,
         action: MemberAction,
         entry: Option<&HiddenEntry>,
     ) -> Result<Vec<String>, MemberError> {
         let pending = redis::cmd("HSET")
-            .arg(index)
-            .arg(PENDING_FIELD)
+            .arg(&index.key)
+            .arg(index.pending_field())
             .arg(action.name())
             .clone();
         let state = state_command(index, action, entry);
-        let replies = self
-            .store
-            .ordered(&[vec![pending, state, redis::cmd("HKEYS").arg(index).clone()]])
-            .await?;
+        let replies = self.store.ordered(&[vec![pending, state]]).await?;
         if let Some(e) = replies.iter().find_map(server_error) {
             return Err(e.into());
         }
-        let fields: Vec<String> = match replies.get(2) {
-            Some(v) => redis::from_redis_value(v.clone())
-                .map_err(|e| StoreError::Protocol(e.to_string()))?,
-            None => Vec::new(),
-        };
-        Ok(fields
+        Ok(index
+            .fields(&self.store)
+            .await?
             .into_iter()
-            .filter_map(|f| f.strip_prefix(INSTANCE_PREFIX).map(str::to_string))
+            .filter_map(|(f, _)| index.instance_of(&f).map(str::to_string))
             .collect())
     }
 
@@ -770,18 +764,13 @@ impl Moderator {
         Self::check_member(member)?;
         let hex = self.hasher.hex(member);
         let (hidden, erased) = self.recorded(member, &hex).await?;
-        let index = keys::member_key(self.prefix(), &hex);
-        let fields: Vec<String> = self
-            .store
-            .query::<Vec<String>>(redis::cmd("HKEYS").arg(&index))
-            .await?;
-        let pending: Option<String> = if fields.iter().any(|f| f == PENDING_FIELD) {
-            self.store
-                .query(redis::cmd("HGET").arg(&index).arg(PENDING_FIELD))
-                .await?
-        } else {
-            None
-        };
+        let index = Entry::new(self.prefix(), &hex);
+        let fields = index.fields(&self.store).await?;
+        let pending_field = index.pending_field();
+        let pending = fields
+            .iter()
+            .find(|(f, _)| *f == pending_field)
+            .map(|(_, v)| v.clone());
         if erased {
             return Ok(MemberReport {
                 member: Some(member.to_string()),
@@ -792,8 +781,8 @@ impl Moderator {
             });
         }
         let registered: Vec<String> = fields
-            .into_iter()
-            .filter_map(|f| f.strip_prefix(INSTANCE_PREFIX).map(str::to_string))
+            .iter()
+            .filter_map(|(f, _)| index.instance_of(f).map(str::to_string))
             .collect();
         let all: Vec<usize> = (0..self.boards.boards.len()).collect();
         let instances = self.instances_of(&all, &registered);
@@ -815,19 +804,20 @@ impl Moderator {
 }
 
 /// Step 2's write to the member's index entry: its new state.
-fn state_command(index: &str, action: MemberAction, entry: Option<&HiddenEntry>) -> redis::Cmd {
+fn state_command(index: &Entry, action: MemberAction, entry: Option<&HiddenEntry>) -> redis::Cmd {
+    let field = index.state_field();
     match (entry, action) {
         (_, MemberAction::Erase) => redis::cmd("HSET")
-            .arg(index)
-            .arg(STATE_FIELD)
+            .arg(&index.key)
+            .arg(field)
             .arg("{\"state\":\"erased\"}")
             .clone(),
         (Some(e), _) => redis::cmd("HSET")
-            .arg(index)
-            .arg(STATE_FIELD)
+            .arg(&index.key)
+            .arg(field)
             .arg(serde_json::to_string(e).unwrap_or_default())
             .clone(),
-        (None, _) => redis::cmd("HDEL").arg(index).arg(STATE_FIELD).clone(),
+        (None, _) => redis::cmd("HDEL").arg(&index.key).arg(field).clone(),
     }
 }
 

@@ -137,10 +137,17 @@ pub(crate) fn moderation_key(prefix: &str) -> String {
     format!("{prefix}:moderation")
 }
 
-/// A member's index entry, named by the keyed hash of its id: its state
-/// and the scoped board instances it was written to.
-pub(crate) fn member_key(prefix: &str, hash_hex: &str) -> String {
-    format!("{prefix}:member:{{{hash_hex}}}")
+/// The bucket of the member index holding the member whose keyed hash is
+/// `hash_hex` (32 hex digits): one of 4,096, by the hash's first three
+/// digits, so a batch's registrations take one `HSET` per bucket.
+pub(crate) fn member_index_key(prefix: &str, hash_hex: &str) -> String {
+    let bucket = hash_hex.get(..3).unwrap_or(hash_hex);
+    format!("{prefix}:members:{{{bucket}}}")
+}
+
+/// The lock of an action on the member whose keyed hash is `hash_hex`.
+pub(crate) fn member_lock_key(prefix: &str, hash_hex: &str) -> String {
+    format!("{prefix}:member-lock:{hash_hex}")
 }
 
 pub(crate) fn fence_key(prefix: &str, tag: &str) -> String {

@@ -1,8 +1,9 @@
 //! The write side of moderation (docs/moderation.md): reading the fleet's
 //! moderation record into the consumer's [`Cell`], and the member index.
 //!
-//! The index (`<prefix>:member:{<keyed hash>}`, docs/redis-layout.md) lists,
-//! per member, the instances of scoped boards it was written to, so that a
+//! The index (`<prefix>:members:{<bucket>}`, docs/redis-layout.md) lists,
+//! per member (by the keyed hash of its id), the instances of scoped boards
+//! it was written to, so that a
 //! hide, restore or erase finds them without scanning. A batch registers the
 //! (member, instance) pairs this consumer has not registered before, and
 //! waits for that write before its apply calls; then it reads the moderation
@@ -43,12 +44,74 @@ pub fn disable_index_for_benchmarks(off: bool) {
 /// Pairs remembered before the set starts over (16 bytes each).
 const MAX_PAIRS: usize = 1 << 20;
 
-/// The member index entry's field holding the member's state (absent:
-/// visible), written by the actions for `GET /v1/admin/members/{m}`.
-pub(crate) const STATE_FIELD: &str = "s";
+/// One member's entry in the member index: fields `<hash>@<tag>` per
+/// scoped instance it was written to, `<hash>:s` its state while hidden
+/// or erased (for `GET /v1/admin/members/{m}`), `<hash>:p` an action under
+/// way; all in its bucket's hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// The bucket's key.
+    pub(crate) key: String,
+    hex: String,
+}
 
-/// The prefix of the member index entry's fields naming an instance.
-pub(crate) const INSTANCE_PREFIX: &str = "@";
+impl Entry {
+    /// The entry of the member whose keyed hash is `hex`.
+    pub(crate) fn new(prefix: &str, hex: &str) -> Entry {
+        Entry {
+            key: keys::member_index_key(prefix, hex),
+            hex: hex.to_string(),
+        }
+    }
+
+    /// The field registering instance `tag`.
+    pub(crate) fn instance_field(&self, tag: &str) -> String {
+        format!("{}@{tag}", self.hex)
+    }
+
+    /// The field of the member's state.
+    pub(crate) fn state_field(&self) -> String {
+        format!("{}:s", self.hex)
+    }
+
+    /// The field of an action under way.
+    pub(crate) fn pending_field(&self) -> String {
+        format!("{}:p", self.hex)
+    }
+
+    /// The instance a field of this entry registers, if it is one.
+    pub(crate) fn instance_of<'f>(&self, field: &'f str) -> Option<&'f str> {
+        field.strip_prefix(&self.hex)?.strip_prefix('@')
+    }
+
+    /// Every field of the entry, with its value: an `HSCAN` of its bucket
+    /// matching the member's hash (a bucket holds a 4,096th of the index).
+    pub(crate) async fn fields(&self, store: &Store) -> Result<Vec<(String, String)>, StoreError> {
+        let mut out = Vec::new();
+        let mut cursor = "0".to_string();
+        loop {
+            let (next, page): (String, Vec<(String, String)>) = store
+                .query(
+                    redis::cmd("HSCAN")
+                        .arg(&self.key)
+                        .arg(&cursor)
+                        .arg("MATCH")
+                        .arg(format!("{}*", self.hex))
+                        .arg("COUNT")
+                        .arg(1000),
+                )
+                .await?;
+            out.extend(page);
+            if next == "0" {
+                break;
+            }
+            cursor = next;
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+}
 
 /// The (member, instance) pairs this consumer registered.
 #[derive(Debug, Default)]
@@ -78,10 +141,10 @@ impl Registered {
     }
 }
 
-/// The index writes one batch needs: per member, its entry's key and the
-/// instances to add; and the pair hashes to remember once they are written.
+/// The index writes one batch needs: per bucket, its key and the fields to
+/// add; and the pair hashes to remember once they are written.
 #[derive(Debug, Default)]
-pub(crate) struct Wanted {
+pub struct Wanted {
     entries: Vec<(String, Vec<String>)>,
     pairs: Vec<u128>,
 }
@@ -104,7 +167,7 @@ pub(crate) fn wanted(
     if INDEX_OFF.load(Ordering::Relaxed) {
         return Wanted::default();
     }
-    let mut by_member: foldhash::HashMap<u32, Vec<String>> = Default::default();
+    let mut by_member: foldhash::HashMap<u32, Vec<&str>> = Default::default();
     let mut pairs = Vec::new();
     // An event's updates of one instance (one per view) name the member
     // again: each (member, instance) is looked at once.
@@ -123,34 +186,35 @@ pub(crate) fn wanted(
                 continue;
             }
             pairs.push(pair);
-            by_member
-                .entry(u.member)
-                .or_default()
-                .push(inst.tag.clone());
+            by_member.entry(u.member).or_default().push(&inst.tag);
         }
     }
     let hasher = snap.hasher();
-    let entries = by_member
-        .into_iter()
-        .map(|(m, tags)| {
-            let member = &updates.members[m as usize];
-            let key = keys::member_key(&boards.key_prefix, &hasher.hex(member));
-            (key, tags)
-        })
-        .collect();
-    Wanted { entries, pairs }
+    let mut by_bucket: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (m, tags) in by_member {
+        let entry = Entry::new(
+            &boards.key_prefix,
+            &hasher.hex(&updates.members[m as usize]),
+        );
+        let fields = by_bucket.entry(entry.key.clone()).or_default();
+        fields.extend(tags.into_iter().map(|t| entry.instance_field(t)));
+    }
+    Wanted {
+        entries: by_bucket.into_iter().collect(),
+        pairs,
+    }
 }
 
-/// The registrations of `wanted`: one `HSET` per member's entry.
+/// The registrations of `wanted`: one `HSET` per bucket.
 pub(crate) fn commands(wanted: &Wanted) -> Vec<redis::Cmd> {
     wanted
         .entries
         .iter()
-        .map(|(key, tags)| {
+        .map(|(key, fields)| {
             let mut hset = redis::cmd("HSET");
             hset.arg(key);
-            for tag in tags {
-                hset.arg(format!("{INSTANCE_PREFIX}{tag}")).arg(1);
+            for field in fields {
+                hset.arg(field).arg(1);
             }
             hset
         })

@@ -247,7 +247,7 @@ fn views_of(a: &BTreeMap<String, Dump>) -> BTreeMap<String, Vec<(String, f64)>> 
 /// moderation stamp.
 fn comparable(a: &BTreeMap<String, Dump>) -> BTreeMap<String, Dump> {
     a.iter()
-        .filter(|(k, _)| !k.contains("~h") && !k.starts_with("member:") && *k != "moderation")
+        .filter(|(k, _)| !k.contains("~h") && !k.starts_with("member") && *k != "moderation")
         .map(|(k, d)| {
             let d = match d {
                 Dump::Hash(h) if k.ends_with(":off") => {
