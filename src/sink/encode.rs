@@ -217,6 +217,16 @@ fn call_views(nviews: usize, merged: &Merged) -> (Vec<(usize, bool)>, Vec<u16>) 
     (views, position)
 }
 
+/// Per call view, the sum of |delta| the call adds (`position`: update view
+/// number → call view, as [`call_views`] gives).
+fn absums(views: usize, position: &[u16], merged: &Merged) -> Vec<f64> {
+    let mut absum = vec![0.0f64; views];
+    for ((view, _, _), (agg, _)) in &merged.updates {
+        absum[position[*view as usize] as usize] += agg.value.abs();
+    }
+    absum
+}
+
 /// Encodes one instance. `fences` holds fences learnt from conflicts
 /// (partition index → fence): updates at or below them are left out.
 /// `None` when nothing is left to send.
@@ -254,11 +264,7 @@ fn encode(
     push_header(&mut args, board, &expiry(&fence_key, fence_expire));
     let mut call_keys = vec![fence_key];
     push_groups(&mut args, &merged.groups, &batch.fields);
-    // Per call view, the sum of |delta| this call adds.
-    let mut absum = vec![0.0f64; call_views.len()];
-    for ((view, _, _), (agg, _)) in &merged.updates {
-        absum[position[*view as usize] as usize] += agg.value.abs();
-    }
+    let absum = absums(call_views.len(), &position, &merged);
     args.push(call_views.len().to_string().into());
     let mut cutoffs = Vec::new();
     for (i, &(c, twin)) in call_views.iter().enumerate() {
@@ -269,14 +275,8 @@ fn encode(
             true => keys::twin_view_key(prefix, &inst.tag, &v.id),
             false => real.clone(),
         };
-        let exp = expiry(&key, v.expire_at);
-        push_view_keys(
-            &mut call_keys,
-            board,
-            key,
-            v.window_ms.is_some(),
-            archived && !twin,
-        );
+        let (exp, window) = (expiry(&key, v.expire_at), v.window_ms.is_some());
+        push_view_keys(&mut call_keys, board, key, window, archived && !twin);
         if archived && twin {
             // A twin closes with its view: bound to the view's own marker.
             call_keys.push(keys::closed_key(&real));

@@ -126,12 +126,7 @@ impl Writer {
         now: i64,
     ) -> Result<FlushReport, StoreError> {
         let mut round = Round::new(&self.boards, updates);
-        let (scope_entries, registrations) = self.register(updates).await?;
-        // On one node the registrations ride in front of the calls, which
-        // then check the record's generation themselves (see `members`).
-        let record = registrations
-            .as_ref()
-            .map(|_| keys::moderation_key(&self.boards.key_prefix));
+        let first = self.register(updates).await?;
         // Calls prepared before the moderation record was read again are
         // encoded again.
         let generation = self.moderation.generation();
@@ -154,20 +149,8 @@ impl Writer {
                 );
                 &rebuilt
             };
-            let mut cmds: Vec<redis::Cmd> = Vec::new();
-            if let (0, Some((r, _))) = (n, &registrations) {
-                cmds.extend(r.iter().cloned());
-            }
-            let registered = cmds.len();
-            cmds.extend(
-                calls
-                    .iter()
-                    .map(|c| c.command_checking(&scripts.apply, now, record.as_deref())),
-            );
-            if n == 0 {
-                cmds.extend(registry_commands(&self.boards, calls, now));
-                cmds.extend(scopes::commands(&scope_entries, now));
-            }
+            let lead = (n == 0).then_some(&first);
+            let (cmds, registered) = self.commands(calls, lead, scripts, now);
             let replies = self
                 .store
                 .pipeline_led(&cmds, registered, scripts.epoch)
@@ -176,7 +159,7 @@ impl Writer {
             if let Some(err) = replies[..registered].iter().find_map(server_error) {
                 return Err(err);
             }
-            if let (0, Some((_, wanted))) = (n, &registrations) {
+            if let Some((_, wanted)) = lead.and_then(|f| f.registrations.as_ref()) {
                 members::record(&mut self.caches().members, wanted);
             }
             if let Some(stamp) = round.moderated.take() {
@@ -186,21 +169,9 @@ impl Writer {
                 );
                 self.load_moderation().await?;
             }
-            self.remember(
-                calls,
-                &round.pending,
-                (n == 0).then_some(&scope_entries[..]),
-            );
+            self.remember(calls, &round.pending, lead.map(|f| &f.scopes[..]));
             if round.pending.is_empty() {
-                // Not acknowledged before the replicas have it (when asked):
-                // a failover then cannot take back what was acknowledged.
-                self.store.wait_replicated().await?;
-                round.report.fenced = round.fences;
-                let snap = self.moderation.current();
-                if !snap.is_empty() {
-                    round.report.moderation = Some(snap);
-                }
-                return Ok(round.report);
+                return self.finish(round).await;
             }
             tracing::debug!(
                 instances = round.pending.len(),
@@ -211,6 +182,53 @@ impl Writer {
         Err(StoreError::Protocol(format!(
             "fence conflicts did not settle after {MAX_CONFLICT_ROUNDS} rounds"
         )))
+    }
+
+    /// A round's commands: with `first` (the first round), the member
+    /// registrations in front (on one node) and the registries behind; the
+    /// calls check the moderation record when the registrations ride with
+    /// them. Answers the commands and how many lead.
+    fn commands(
+        &self,
+        calls: &[Call],
+        first: Option<&First>,
+        scripts: &Scripts,
+        now: i64,
+    ) -> (Vec<redis::Cmd>, usize) {
+        let mut cmds: Vec<redis::Cmd> = Vec::new();
+        let registrations = first.and_then(|f| f.registrations.as_ref());
+        if let Some((r, _)) = registrations {
+            cmds.extend(r.iter().cloned());
+        }
+        let registered = cmds.len();
+        // On one node the registrations ride in front of the calls, which
+        // then check the record's generation themselves (see `members`).
+        let record = first
+            .filter(|f| f.registrations.is_some())
+            .map(|_| keys::moderation_key(&self.boards.key_prefix));
+        cmds.extend(
+            calls
+                .iter()
+                .map(|c| c.command_checking(&scripts.apply, now, record.as_deref())),
+        );
+        if let Some(f) = first {
+            cmds.extend(registry_commands(&self.boards, calls, now));
+            cmds.extend(scopes::commands(&f.scopes, now));
+        }
+        (cmds, registered)
+    }
+
+    /// The report of a batch whose every call was applied, once the replicas
+    /// have it (when asked): a failover then cannot take back what was
+    /// acknowledged.
+    async fn finish(&self, mut round: Round<'_>) -> Result<FlushReport, StoreError> {
+        self.store.wait_replicated().await?;
+        round.report.fenced = round.fences;
+        let snap = self.moderation.current();
+        if !snap.is_empty() {
+            round.report.moderation = Some(snap);
+        }
+        Ok(round.report)
     }
 
     /// Records what Redis acknowledged of a round: the expiries of the
@@ -233,23 +251,12 @@ impl Writer {
 
     /// What a batch registers before its apply calls: reads the moderation
     /// record if it never was, registers members (on a cluster) and due
-    /// periods; answers the scope registrations that ride along with the
-    /// calls, and on one node the member registrations that go in front of
-    /// them.
-    async fn register(
-        &self,
-        updates: &Updates,
-    ) -> Result<
-        (
-            Vec<scopes::ScopeEntries>,
-            Option<(Vec<redis::Cmd>, members::Wanted)>,
-        ),
-        StoreError,
-    > {
+    /// periods; answers what rides with the first round of calls.
+    async fn register(&self, updates: &Updates) -> Result<First, StoreError> {
         if !self.moderation.loaded() {
             self.load_moderation().await?;
         }
-        let in_front = self.register_members(updates).await?;
+        let registrations = self.register_members(updates).await?;
         self.register_due(updates).await?;
         let scopes = scopes::wanted(
             &self.boards,
@@ -257,7 +264,10 @@ impl Writer {
             &self.caches().scopes,
             Instant::now(),
         );
-        Ok((scopes, in_front))
+        Ok(First {
+            scopes,
+            registrations,
+        })
     }
 
     /// Registers the (member, scoped instance) pairs of the batch this
@@ -299,6 +309,15 @@ impl Writer {
             .record(entries.into_iter().map(|(_, m)| m), now);
         Ok(())
     }
+}
+
+/// What the first round of a batch's calls carries besides them.
+struct First {
+    /// Scope registrations, behind the calls.
+    scopes: Vec<scopes::ScopeEntries>,
+    /// On one node: member-index registrations, in front of the calls, and
+    /// what to remember once Redis took them.
+    registrations: Option<(Vec<redis::Cmd>, members::Wanted)>,
 }
 
 /// What the rounds of one [`Writer::apply`] learn.
