@@ -44,6 +44,12 @@ pub fn disable_index_for_benchmarks(off: bool) {
 /// Pairs remembered before the set starts over (16 bytes each).
 const MAX_PAIRS: usize = 1 << 20;
 
+/// The field registering instance `tag` for the member whose keyed hash is
+/// `hex`.
+fn instance_field(hex: &str, tag: &str) -> String {
+    format!("{hex}@{tag}")
+}
+
 /// One member's entry in the member index: fields `<hash>@<tag>` per
 /// scoped instance it was written to, `<hash>:s` its state while hidden
 /// or erased (for `GET /v1/admin/members/{m}`), `<hash>:p` an action under
@@ -66,7 +72,7 @@ impl Entry {
 
     /// The field registering instance `tag`.
     pub(crate) fn instance_field(&self, tag: &str) -> String {
-        format!("{}@{tag}", self.hex)
+        instance_field(&self.hex, tag)
     }
 
     /// The field of the member's state.
@@ -120,11 +126,18 @@ pub(crate) struct Registered {
 }
 
 impl Registered {
-    fn key(member: &str, tag: &str) -> u128 {
+    /// The hasher of an instance's pairs: its tag hashed once, each member
+    /// hashed on from a copy of it.
+    fn instance_hasher(tag: &str) -> SipHasher13 {
         let mut h = SipHasher13::new();
-        h.write(member.as_bytes());
-        h.write_u8(0xff);
         h.write(tag.as_bytes());
+        h.write_u8(0xff);
+        h
+    }
+
+    fn key(instance: &SipHasher13, member: &str) -> u128 {
+        let mut h = *instance;
+        h.write(member.as_bytes());
         h.finish128().as_u128()
     }
 
@@ -169,19 +182,22 @@ pub(crate) fn wanted(
     }
     let mut by_member: foldhash::HashMap<u32, Vec<&str>> = Default::default();
     let mut pairs = Vec::new();
-    // An event's updates of one instance (one per view) name the member
-    // again: each (member, instance) is looked at once.
+    // An event's updates of one instance (one per view) come one after the
+    // other and name the member again: each (member, instance) is looked
+    // at once.
     let mut seen: HashSet<(u32, usize), foldhash::fast::FixedState> = HashSet::default();
     for (i, inst) in updates.instances.iter().enumerate() {
         if boards.boards[inst.board].scope.is_none() {
             continue;
         }
+        let base = Registered::instance_hasher(&inst.tag);
+        let mut last = None;
         for u in &inst.updates {
-            if !seen.insert((u.member, i)) {
+            if last == Some(u.member) || !seen.insert((u.member, i)) {
                 continue;
             }
-            let member = &updates.members[u.member as usize];
-            let pair = Registered::key(member, &inst.tag);
+            last = Some(u.member);
+            let pair = Registered::key(&base, &updates.members[u.member as usize]);
             if cache.pairs.contains(&pair) {
                 continue;
             }
@@ -192,12 +208,11 @@ pub(crate) fn wanted(
     let hasher = snap.hasher();
     let mut by_bucket: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for (m, tags) in by_member {
-        let entry = Entry::new(
-            &boards.key_prefix,
-            &hasher.hex(&updates.members[m as usize]),
-        );
-        let fields = by_bucket.entry(entry.key.clone()).or_default();
-        fields.extend(tags.into_iter().map(|t| entry.instance_field(t)));
+        let hex = hasher.hex(&updates.members[m as usize]);
+        let fields = by_bucket
+            .entry(keys::member_index_key(&boards.key_prefix, &hex))
+            .or_default();
+        fields.extend(tags.into_iter().map(|t| instance_field(&hex, t)));
     }
     Wanted {
         entries: by_bucket.into_iter().collect(),
