@@ -1,13 +1,15 @@
 //! The admin API's domain (docs/admin.md): who may act ([`tokens`]), the
-//! member actions ([`members`]: hide, restore, erase) and their audit
-//! trail ([`audit`]). The HTTP side (routes, the 401 and 404 answers) is in
-//! `crate::api`, the command line in `crate::cli`; this module knows
-//! nothing of either.
+//! member actions ([`members`]: hide, restore, erase; what they take and
+//! answer in [`report`]) and their audit trail ([`audit`]). The HTTP side
+//! (routes, the 401 and 404 answers) is in `crate::api`, the command line
+//! in `crate::cli`; this module knows nothing of either.
 
 pub mod audit;
 pub mod members;
+pub mod report;
 pub mod tokens;
 
 pub use audit::{Audit, AuditEntry, AuditError};
-pub use members::{ActionRequest, MemberAction, MemberError, MemberReport, Moderator};
+pub use members::Moderator;
+pub use report::{ActionRequest, Holding, MemberAction, MemberError, MemberReport};
 pub use tokens::Tokens;
