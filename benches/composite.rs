@@ -20,10 +20,7 @@
 mod common;
 mod support;
 
-use std::sync::Arc;
-
 use common::*;
-use rankflow::clock::{SharedClock, SystemClock};
 use rankflow::event::EventType;
 use support::{Run, consume, env_u64};
 
@@ -90,13 +87,7 @@ async fn main() {
         seed: 7,
         client: Vec::new(),
     };
-    let sent = tokio::task::spawn_blocking(move || {
-        let clock: SharedClock = Arc::new(SystemClock);
-        rankflow::produce::run(&options, clock, &|| false)
-    })
-    .await
-    .expect("producer thread")
-    .expect("produce");
+    let sent = support::produce(options).await;
     eprintln!("produced {sent} events");
 
     let defaults = rankflow::config::BatchConfig::default();

@@ -27,13 +27,11 @@
 mod common;
 mod support;
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use common::direct::Direct;
 use common::*;
 use rankflow::admin::{ActionRequest, MemberAction};
-use rankflow::clock::{SharedClock, SystemClock};
 use rankflow::event::EventType;
 use rankflow::moderation::{HiddenEntry, MemberHasher};
 use support::{Run, command_delta, command_stats, consume_with, env_u64};
@@ -118,13 +116,7 @@ async fn main() {
         seed: 7,
         client: Vec::new(),
     };
-    let sent = tokio::task::spawn_blocking(move || {
-        let clock: SharedClock = Arc::new(SystemClock);
-        rankflow::produce::run(&options, clock, &|| false)
-    })
-    .await
-    .expect("producer thread")
-    .expect("produce");
+    let sent = support::produce(options).await;
     eprintln!("produced {sent} events");
     let defaults = rankflow::config::BatchConfig::default();
     let batch = (defaults.max_events.get(), defaults.max_delay_ms.get());

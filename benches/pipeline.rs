@@ -33,11 +33,9 @@ mod common;
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use common::*;
-use rankflow::clock::{SharedClock, SystemClock};
 use rankflow::event::EventType;
 use support::{CommandStats, Run, ScriptTime, consume, env_u64};
 
@@ -137,13 +135,7 @@ async fn produce(broker: &Broker, topic: &str, events: u64) {
         client: Vec::new(),
     };
     let produced = Instant::now();
-    let sent = tokio::task::spawn_blocking(move || {
-        let clock: SharedClock = Arc::new(SystemClock);
-        rankflow::produce::run(&options, clock, &|| false)
-    })
-    .await
-    .expect("producer thread")
-    .expect("produce");
+    let sent = support::produce(options).await;
     eprintln!(
         "produced {sent} events in {:.1}s",
         produced.elapsed().as_secs_f64()

@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 use chrono::{Days, NaiveDate, Utc};
 use common::direct::Direct;
 use common::*;
-use rankflow::clock::{SharedClock, SystemClock};
+use rankflow::clock::SharedClock;
 use rankflow::event::EventType;
 use rankflow::reader::{Reader, Unions};
 use support::{Run, consume, env_u64, redis_usage};
@@ -582,13 +582,7 @@ async fn writes(events: u64) -> (Run, Run) {
         seed: 7,
         client: Vec::new(),
     };
-    let sent = tokio::task::spawn_blocking(move || {
-        let clock: SharedClock = Arc::new(SystemClock);
-        rankflow::produce::run(&options, clock, &|| false)
-    })
-    .await
-    .expect("producer thread")
-    .expect("produce");
+    let sent = support::produce(options).await;
     eprintln!("produced {sent} events");
     let defaults = rankflow::config::BatchConfig::default();
     let batch = (defaults.max_events.get(), defaults.max_delay_ms.get());

@@ -89,6 +89,18 @@ pub async fn redis_usage(redis: &Redis) -> (f64, f64) {
     (cpu, calls)
 }
 
+/// Runs `rankflow produce` with `options` on a blocking thread (the
+/// producer waits for every delivery) and answers how many were sent.
+pub async fn produce(options: rankflow::produce::Options) -> u64 {
+    tokio::task::spawn_blocking(move || {
+        let clock: SharedClock = Arc::new(SystemClock);
+        rankflow::produce::run(&options, clock, &|| false)
+    })
+    .await
+    .expect("producer thread")
+    .expect("produce")
+}
+
 /// Consumes `events` events of `topic` into `boards` with a fresh group
 /// and key prefix, and measures the run.
 pub async fn consume(
