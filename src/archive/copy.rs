@@ -18,6 +18,7 @@ use tokio_postgres::types::{ToSql, Type};
 
 use super::ArchiveError;
 use super::connect::Target;
+use super::hidden;
 use super::numeric::Numeric;
 use super::schema::LOCK_CLASS;
 
@@ -65,6 +66,9 @@ pub struct Row {
     pub score: f64,
     /// `None` on boards with one score.
     pub fields: Option<Vec<Option<i64>>>,
+    /// Hidden by an admin (docs/moderation.md): read from the view's twin,
+    /// ranked among the others, skipped by reads.
+    pub hidden: bool,
 }
 
 impl From<Standing> for Row {
@@ -73,6 +77,7 @@ impl From<Standing> for Row {
             member: s.member,
             score: s.score,
             fields: None,
+            hidden: false,
         }
     }
 }
@@ -109,7 +114,7 @@ pub struct Archive {
     client: Client,
 }
 
-const COLUMNS: [Type; 10] = [
+const COLUMNS: [Type; 11] = [
     Type::TEXT,
     Type::TEXT,
     Type::TEXT,
@@ -120,6 +125,7 @@ const COLUMNS: [Type; 10] = [
     Type::INT8,
     Type::INT8,
     Type::INT8_ARRAY,
+    Type::BOOL,
 ];
 
 /// The value rows are tied on: the score, and every field of a composite
@@ -243,6 +249,25 @@ impl Archive {
     where
         S: Stream<Item = Result<Vec<Row>, ArchiveError>>,
     {
+        self.copy_checked(what, fields, rows, std::future::ready(Ok(true)))
+            .await
+    }
+
+    /// [`Self::copy_rows`], committed only if `check` (awaited after the
+    /// rows are written, before the commit) answers true; else nothing is
+    /// written and the answer is [`Copied::Busy`]. The archiver checks
+    /// there that no member action crossed the copy.
+    pub(crate) async fn copy_checked<S, C>(
+        &mut self,
+        what: Copy<'_>,
+        fields: Option<&[String]>,
+        rows: S,
+        check: C,
+    ) -> Result<Copied, ArchiveError>
+    where
+        S: Stream<Item = Result<Vec<Row>, ArchiveError>>,
+        C: std::future::Future<Output = Result<bool, ArchiveError>>,
+    {
         let key = what.key;
         let tx = self.client.transaction().await?;
         let locked: bool = tx
@@ -255,6 +280,8 @@ impl Archive {
         if !locked {
             return Ok(Copied::Busy);
         }
+        // A member action's update of the archive waits for this copy.
+        hidden::share_lock(&tx).await?;
         let params: [&(dyn ToSql + Sync); 4] = [&key.board, &key.scope, &key.view, &key.period];
         let done = tx
             .query_opt(
@@ -273,7 +300,12 @@ impl Archive {
             );
             tx.execute(&sql, &params).await?;
         }
-        let members = write_rows(&tx, key, fields.map(<[_]>::len), rows).await?;
+        let written = write_rows(&tx, key, fields.map(<[_]>::len), rows).await?;
+        if written.hidden > 0 {
+            let [b, s, v, p] =
+                [&key.board, &key.scope, &key.view, &key.period].map(|c| [c.as_str()]);
+            hidden::mark_groups(&tx, [&b, &s, &v, &p]).await?;
+        }
         tx.execute(
             "INSERT INTO rankflow_archived_periods
                  (board, scope, view, period, period_start, period_end, members, fields)
@@ -285,19 +317,31 @@ impl Archive {
                 &key.period,
                 &(what.start_ms as f64),
                 &(what.end_ms as f64),
-                &(members as i64),
+                &(written.rows as i64),
                 &fields,
             ],
         )
         .await?;
+        if !check.await? {
+            tracing::info!(period = %key.path(), "A member action crossed the copy; the period is archived on a later pass.");
+            return Ok(Copied::Busy);
+        }
         tx.commit().await?;
-        Ok(Copied::Done { members })
+        Ok(Copied::Done {
+            members: written.rows,
+        })
     }
+}
+
+/// What [`write_rows`] wrote.
+struct Written {
+    rows: u64,
+    hidden: u64,
 }
 
 /// Streams the rows into a binary `COPY`, ranked 1, 2, 3... in the order
 /// they come (with their competition and dense ranks); returns how many
-/// rows were written. `width` is the number of fields of a composite
+/// rows were written and how many of them are hidden. `width` is the number of fields of a composite
 /// board: a row without exactly that many fails the copy (its
 /// transaction rolls back), as does a field row on another board.
 async fn write_rows<S>(
@@ -305,7 +349,7 @@ async fn write_rows<S>(
     key: &PeriodKey,
     width: Option<usize>,
     rows: S,
-) -> Result<u64, ArchiveError>
+) -> Result<Written, ArchiveError>
 where
     S: Stream<Item = Result<Vec<Row>, ArchiveError>>,
 {
@@ -313,7 +357,7 @@ where
         .copy_in(
             "COPY rankflow_archive
                  (board, scope, view, period, rank, member, score, rank_competition, rank_dense,
-                  fields)
+                  fields, hidden)
              FROM STDIN (FORMAT binary)",
         )
         .await?;
@@ -321,6 +365,7 @@ where
     futures::pin_mut!(writer);
     futures::pin_mut!(rows);
     let mut ranks = Ranks::default();
+    let mut hidden = 0;
     while let Some(chunk) = rows.next().await {
         for s in chunk? {
             if s.fields.as_ref().map(Vec::len) != width {
@@ -331,6 +376,7 @@ where
                 )));
             }
             let (rank, competition, dense) = ranks.next(s.score, s.fields.as_deref());
+            hidden += u64::from(s.hidden);
             let score = Numeric(s.score);
             writer
                 .as_mut()
@@ -345,11 +391,13 @@ where
                     &competition,
                     &dense,
                     &s.fields,
+                    &s.hidden,
                 ])
                 .await?;
         }
     }
-    Ok(writer.finish().await?)
+    let rows = writer.finish().await?;
+    Ok(Written { rows, hidden })
 }
 
 #[cfg(test)]

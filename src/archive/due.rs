@@ -40,6 +40,8 @@ pub struct DuePeriod {
     pub(crate) key: PeriodKey,
     /// The period's sorted set `K`.
     pub(crate) view_key: String,
+    /// Its twin `K~h`, the members hidden from it (docs/moderation.md).
+    pub(crate) twin_key: String,
     pub(crate) start_ms: i64,
     pub(crate) end_ms: i64,
     pub(crate) close_ms: i64,
@@ -52,16 +54,6 @@ pub struct DuePeriod {
 }
 
 impl DuePeriod {
-    /// `K:t`, the per-member time hash (absent on plain boards).
-    pub(crate) fn time_key(&self) -> String {
-        keys::helper(&self.view_key, "t")
-    }
-
-    /// `K:f`, a composite board's field hash (absent on other boards).
-    pub(crate) fn fields_key(&self) -> String {
-        keys::helper(&self.view_key, "f")
-    }
-
     /// The names of a composite board's fields in rank order, as the
     /// archive records them; `None` for other boards.
     pub(crate) fn field_names(&self) -> Option<Vec<String>> {
@@ -225,6 +217,7 @@ pub fn resolve(boards: &BoardSet, prefix: &str, item: &DueItem) -> Result<DuePer
             period: period.id.clone(),
         },
         view_key: keys::view_key(prefix, tag, view_id),
+        twin_key: keys::twin_view_key(prefix, tag, view_id),
         start_ms: period.start_ms,
         end_ms,
         close_ms,
@@ -338,25 +331,73 @@ pub(crate) async fn reschedule(
 }
 
 /// Step 1: closes the period (marker `K:closed` = close time, then no
-/// expiry on `K`, `K:t` and `K:f` while it is archived: live reads of a
-/// composite member need its `K:f` entry as long as `K` is there) and
-/// returns how many members it has (0: the period had no events).
+/// expiry on `K`, `K:t` and `K:f`, nor on its twin's, while it is
+/// archived: live reads of a composite member need its `K:f` entry as long
+/// as `K` is there) and returns how many members it has, hidden ones
+/// included (0: the period had no events).
 pub(crate) async fn close(store: &Store, p: &DuePeriod) -> Result<u64, ArchiveError> {
-    // The marker first: once Redis has it, no update reaches K.
+    // The marker first: once Redis has it, no update reaches K or its twin.
     let _: () = store
         .query(redis::cmd("SET").arg(p.closed_key()).arg(p.close_ms))
         .await
         .map_err(redis)?;
-    for key in [&p.view_key, &p.time_key(), &p.fields_key()] {
-        let _: i64 = store
-            .query(redis::cmd("PERSIST").arg(key))
+    for view in [&p.view_key, &p.twin_key] {
+        for key in [
+            view.clone(),
+            keys::helper(view, "t"),
+            keys::helper(view, "f"),
+        ] {
+            let _: i64 = store
+                .query(redis::cmd("PERSIST").arg(key))
+                .await
+                .map_err(redis)?;
+        }
+    }
+    let mut members = 0;
+    for view in [&p.view_key, &p.twin_key] {
+        let n: u64 = store
+            .query(redis::cmd("ZCARD").arg(view))
             .await
             .map_err(redis)?;
+        members += n;
     }
-    store
-        .query(redis::cmd("ZCARD").arg(&p.view_key))
+    Ok(members)
+}
+
+/// Before step 1, and again before the copy commits: the moderation
+/// record's generation, or `None` while a member action is under way
+/// (docs/moderation.md). A copy whose two readings are not the same
+/// `Some` crossed an action, whose moves may have shifted members between
+/// `K` and its twin while they were read, and is not committed.
+pub(crate) async fn actions_settled(
+    store: &Store,
+    prefix: &str,
+    now_ms: i64,
+) -> Result<Option<i64>, ArchiveError> {
+    let live: Vec<String> = store
+        .query(
+            redis::cmd("ZRANGEBYSCORE")
+                .arg(keys::actions_key(prefix))
+                .arg(format!("({now_ms}"))
+                .arg("+inf")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(1),
+        )
         .await
-        .map_err(redis)
+        .map_err(redis)?;
+    if !live.is_empty() {
+        return Ok(None);
+    }
+    let generation: Option<i64> = store
+        .query(
+            redis::cmd("HGET")
+                .arg(keys::moderation_key(prefix))
+                .arg(crate::moderation::GEN_FIELD),
+        )
+        .await
+        .map_err(redis)?;
+    Ok(Some(generation.unwrap_or(0)))
 }
 
 /// Step 5: the keys (marker included) expire at end + retention again; at
@@ -367,14 +408,16 @@ pub(crate) async fn restore_expiry(store: &Store, p: &DuePeriod) -> Result<(), A
     };
     // K:f too: step 1 persisted it with K (composite boards). The
     // dense-rank index (K:v) follows its view key (no-op when absent).
-    let dense = keys::dense_key(&p.view_key);
-    for key in [
-        &p.view_key,
-        &p.time_key(),
-        &p.fields_key(),
-        &p.closed_key(),
-        &dense,
-    ] {
+    let mut expiring = vec![p.closed_key()];
+    for view in [&p.view_key, &p.twin_key] {
+        expiring.extend([
+            view.clone(),
+            keys::helper(view, "t"),
+            keys::helper(view, "f"),
+            keys::dense_key(view),
+        ]);
+    }
+    for key in &expiring {
         let _: i64 = store
             .query(redis::cmd("PEXPIREAT").arg(key).arg(at))
             .await

@@ -8,11 +8,16 @@
 //! archiver that drives copies: the due set in Redis ([`due`]), the frozen
 //! standings read in chunks ([`standings`]), the period-closed message
 //! ([`announce`]) and the tick loop with its step machine ([`runner`]).
+//! Member actions (docs/moderation.md) mark, unmark and delete archived
+//! rows ([`members`]); what copies and actions share about hidden rows is
+//! in `hidden`.
 
 pub(crate) mod announce;
 pub mod connect;
 pub mod copy;
 pub mod due;
+pub(crate) mod hidden;
+pub mod members;
 pub mod numeric;
 pub mod read;
 pub mod runner;

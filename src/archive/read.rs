@@ -172,12 +172,60 @@ pub(crate) struct PeriodPage {
 /// ([`super::numeric`]), and PostgreSQL converts that decimal to the
 /// nearest double, which is that double exactly.
 pub mod sql {
-    /// Columns of the completion row `p`: members and bounds in ms.
+    /// Columns of the completion row `p`: members shown (hidden ones left
+    /// out) and bounds in ms.
     macro_rules! period_columns {
         () => {
-            "SELECT p.members,
+            "SELECT p.members - x.n,
                     (extract(epoch FROM p.period_start) * 1000)::int8,
                     (extract(epoch FROM p.period_end) * 1000)::int8"
+        };
+    }
+
+    /// The completion row `p` of period `$1..$4`, with `x.n`, its number
+    /// of hidden rows (docs/moderation.md; the partial index
+    /// `rankflow_archive_hidden` of `sql/005_hidden_members.sql`).
+    macro_rules! period_and_hidden {
+        () => {
+            " FROM rankflow_archived_periods p
+              CROSS JOIN LATERAL (
+                  SELECT count(*) AS n FROM rankflow_archive h
+                   WHERE h.board = $1 AND h.scope = $2 AND h.view = $3
+                     AND h.period = $4 AND h.hidden) x "
+        };
+    }
+
+    /// How many hidden rows of the period `$1..$4` satisfy `$cond` (on
+    /// `h`): none at all when the period hides nobody (`x.n = 0`), so a
+    /// period without hidden members reads as before.
+    macro_rules! hidden_count {
+        ($cond:literal) => {
+            concat!(
+                "CASE WHEN x.n = 0 THEN 0 ELSE (
+                     SELECT count(*) FROM rankflow_archive h
+                      WHERE h.board = $1 AND h.scope = $2 AND h.view = $3
+                        AND h.period = $4 AND h.hidden AND ",
+                $cond,
+                ") END"
+            )
+        };
+    }
+
+    /// The visible rows of period `$1..$4` that satisfy `$cond` (on `a`),
+    /// each with `shown`: its ordinal rank once the hidden rows above it
+    /// are left out (the others' ranks close up).
+    macro_rules! shown_rows {
+        ($cond:literal) => {
+            concat!(
+                "(SELECT a.*, a.rank - ",
+                hidden_count!("h.rank < a.rank"),
+                " AS shown
+                    FROM rankflow_archive a
+                   WHERE a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
+                     AND NOT a.hidden AND ",
+                $cond,
+                ")"
+            )
         };
     }
 
@@ -188,7 +236,11 @@ pub mod sql {
     /// rank holding the score; dense: distinct scores down to the row;
     /// with every field for composite rows, though those, written since
     /// version 4, always have their ranks).
-    /// `COALESCE` evaluates the fallback only for such rows.
+    /// `COALESCE` evaluates the fallback only for such rows. Hidden rows
+    /// above the row take their places off: for competition, those ranked
+    /// above the row's tie; for dense, the tie groups that are wholly
+    /// hidden (`hides_group`). A hide fills the columns of its periods
+    /// first, so the fallback never meets a hidden row.
     macro_rules! styled_rank {
         ($n:literal) => {
             concat!(
@@ -199,76 +251,82 @@ pub mod sql {
                        (SELECT min(b.rank) FROM rankflow_archive b
                          WHERE b.board = $1 AND b.scope = $2 AND b.view = $3
                            AND b.period = $4 AND b.score = a.score
-                           AND b.fields IS NOT DISTINCT FROM a.fields))
+                           AND b.fields IS NOT DISTINCT FROM a.fields)) - ",
+                hidden_count!("h.rank < a.rank_competition"),
+                "
                    WHEN 'dense' THEN coalesce(a.rank_dense,
                        (SELECT count(DISTINCT (b.score, b.fields)) FROM rankflow_archive b
                          WHERE b.board = $1 AND b.scope = $2 AND b.view = $3
-                           AND b.period = $4 AND b.rank <= a.rank))
-                   ELSE a.rank END"
+                           AND b.period = $4 AND b.rank <= a.rank)) - ",
+                hidden_count!("h.hides_group AND h.rank < a.rank"),
+                "
+                   ELSE a.shown END"
             )
         };
     }
 
-    /// The period's completion row and its rows ranked `$5 ..= $6`
-    /// (ordinal ranks; shown in style `$7`): one row with a NULL rank when
-    /// the page is empty, none when the period has no complete copy.
+    /// The period's completion row and its rows ranked `$5 ..= $6` once
+    /// hidden rows are left out (ordinal ranks; shown in style `$7`): one
+    /// row with a NULL rank when the page is empty, none when the period
+    /// has no complete copy. Those rows are stored at ranks `$5 ..= $6 +
+    /// x.n`.
     pub const PAGE: &str = concat!(
         period_columns!(),
         ", true, ",
         styled_rank!("7"),
-        ", a.member, a.score::float8, a.fields, p.fields
-           FROM rankflow_archived_periods p
-           LEFT JOIN rankflow_archive a
-             ON a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
-            AND a.rank BETWEEN $5 AND $6
+        ", a.member, a.score::float8, a.fields, p.fields",
+        period_and_hidden!(),
+        "LEFT JOIN LATERAL ",
+        shown_rows!("a.rank BETWEEN $5 AND $6 + x.n"),
+        " a ON a.shown BETWEEN $5 AND $6
           WHERE p.board = $1 AND p.scope = $2 AND p.view = $3 AND p.period = $4
           ORDER BY a.rank"
     );
 
-    /// The completion row and member `$5`'s row (NULLs if absent), its
-    /// rank in style `$6`.
+    /// The completion row and member `$5`'s row (NULLs if absent or
+    /// hidden), its rank in style `$6`.
     pub const MEMBER: &str = concat!(
         period_columns!(),
         ", a.rank IS NOT NULL, ",
         styled_rank!("6"),
-        ", a.member, a.score::float8, a.fields, p.fields
-           FROM rankflow_archived_periods p
-           LEFT JOIN rankflow_archive a
-             ON a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
-            AND a.member = $5
+        ", a.member, a.score::float8, a.fields, p.fields",
+        period_and_hidden!(),
+        "LEFT JOIN LATERAL ",
+        shown_rows!("a.member = $5"),
+        " a ON true
           WHERE p.board = $1 AND p.scope = $2 AND p.view = $3 AND p.period = $4"
     );
 
     /// The completion row and the rows of the members in `$5` (a text
     /// array; one row with NULLs when none is there), in rank order, ranks
-    /// in style `$6`.
+    /// in style `$6`; hidden members are left out.
     pub const MEMBERS: &str = concat!(
         period_columns!(),
         ", true, ",
         styled_rank!("6"),
-        ", a.member, a.score::float8, a.fields, p.fields
-           FROM rankflow_archived_periods p
-           LEFT JOIN rankflow_archive a
-             ON a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
-            AND a.member = ANY ($5::text[])
+        ", a.member, a.score::float8, a.fields, p.fields",
+        period_and_hidden!(),
+        "LEFT JOIN LATERAL ",
+        shown_rows!("a.member = ANY ($5::text[])"),
+        " a ON true
           WHERE p.board = $1 AND p.scope = $2 AND p.view = $3 AND p.period = $4
           ORDER BY a.rank"
     );
 
-    /// The completion row and the rows ranked within `$6` of member `$5`,
-    /// ranks in style `$7`.
+    /// The completion row and the rows shown within `$6` ranks of member
+    /// `$5` (not found when hidden), ranks in style `$7`.
     pub const AROUND: &str = concat!(
         period_columns!(),
         ", m.rank IS NOT NULL, ",
         styled_rank!("7"),
-        ", a.member, a.score::float8, a.fields, p.fields
-           FROM rankflow_archived_periods p
-           LEFT JOIN rankflow_archive m
-             ON m.board = $1 AND m.scope = $2 AND m.view = $3 AND m.period = $4
-            AND m.member = $5
-           LEFT JOIN rankflow_archive a
-             ON a.board = $1 AND a.scope = $2 AND a.view = $3 AND a.period = $4
-            AND a.rank BETWEEN m.rank - $6 AND m.rank + $6
+        ", a.member, a.score::float8, a.fields, p.fields",
+        period_and_hidden!(),
+        "LEFT JOIN LATERAL ",
+        shown_rows!("a.member = $5"),
+        " m ON true
+          LEFT JOIN LATERAL ",
+        shown_rows!("a.rank BETWEEN m.rank - $6 - x.n AND m.rank + $6 + x.n"),
+        " a ON a.shown BETWEEN m.shown - $6 AND m.shown + $6
           WHERE p.board = $1 AND p.scope = $2 AND p.view = $3 AND p.period = $4
           ORDER BY a.rank"
     );
@@ -292,7 +350,12 @@ pub mod sql {
              WHERE p.board = $1 AND p.scope = $2 AND p.view = $3
                AND p.period <> ALL ($4::text[])
         )
-        SELECT t.total, m.period, m.start_ms, m.end_ms, m.members, m.live
+        SELECT t.total, m.period, m.start_ms, m.end_ms,
+               m.members - CASE WHEN m.live THEN 0 ELSE (
+                   SELECT count(*) FROM rankflow_archive h
+                    WHERE h.board = $1 AND h.scope = $2 AND h.view = $3
+                      AND h.period = m.period AND h.hidden) END,
+               m.live
           FROM (SELECT count(*) AS total FROM merged) t
           LEFT JOIN LATERAL (
               SELECT * FROM merged

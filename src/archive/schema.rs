@@ -54,6 +54,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         description: "every field of composite boards' archived rows",
         sql: include_str!("sql/004_composite_fields.sql"),
     },
+    Migration {
+        version: 5,
+        description: "hidden members' archived rows, and a member index for erasures",
+        sql: include_str!("sql/005_hidden_members.sql"),
+    },
 ];
 
 /// The schema version this rankflow writes.
