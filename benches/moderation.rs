@@ -19,7 +19,10 @@
 //!    same members, written through the consumer's own batches; one member
 //!    is in 100 scopes. Times hide, restore and erase of that member (the
 //!    moves; the API waits `[http] union_cache` more), and counts the
-//!    keyspace scans Redis ran meanwhile (`SCAN`, `KEYS`: must be 0).
+//!    keyspace scans Redis ran meanwhile (`SCAN`, `KEYS`: must be 0). The
+//!    actions also change a PostgreSQL archive of 1,000,000 rows (10,000
+//!    archived periods of 100 members, one per scope; the member in 100 of
+//!    them), so the times include the archive's part.
 //!
 //! Run with `cargo bench --bench moderation`.
 
@@ -30,6 +33,7 @@ mod support;
 use std::time::Instant;
 
 use common::direct::Direct;
+use common::postgres::Postgres;
 use common::*;
 use rankflow::admin::{ActionRequest, MemberAction};
 use rankflow::event::EventType;
@@ -216,6 +220,46 @@ async fn index_bytes_per_pair(redis: &Redis, prefix: &str) -> f64 {
     bytes as f64 / (pairs.max(1) as f64)
 }
 
+/// An archive of `scopes` closed days of `fans`, one per scope, of 100
+/// members each, written by SQL (the archiver would take minutes for
+/// 10,000 periods); `target` is 50th in 100 of them. Answers the rows.
+async fn archive_at_scale(pg: &Postgres, scopes: i64) -> i64 {
+    let mut a = rankflow::archive::copy::Archive::connect(&pg.url())
+        .await
+        .expect("archive");
+    rankflow::archive::schema::migrate(a.client())
+        .await
+        .expect("schema");
+    a.client()
+        .execute(
+            "INSERT INTO rankflow_archived_periods
+                 (board, scope, view, period, period_start, period_end, members)
+             SELECT 'fans', 'g' || s, 'day', '2026-11-20', '2026-11-20', '2026-11-21', 100
+               FROM generate_series(0, $1 - 1) s",
+            &[&scopes],
+        )
+        .await
+        .expect("periods");
+    a.client()
+        .execute(
+            "INSERT INTO rankflow_archive
+                 (board, scope, view, period, rank, member, score, rank_competition, rank_dense)
+             SELECT 'fans', 'g' || s, 'day', '2026-11-20', r,
+                    CASE WHEN r = 50 AND s % 97 = 0 AND s / 97 < 100 THEN 'target'
+                         ELSE 'm' || (s * 100 + r) END,
+                    1000 - r, r, r
+               FROM generate_series(0, $1 - 1) s, generate_series(1, 100) r",
+            &[&scopes],
+        )
+        .await
+        .expect("rows");
+    a.client()
+        .query_one("SELECT count(*) FROM rankflow_archive", &[])
+        .await
+        .expect("count")
+        .get(0)
+}
+
 /// Part 2: hide, restore and erase one member of a board with 10,000 scope
 /// values and `BENCH_MEMBERS` members.
 async fn at_scale(redis: &Redis) {
@@ -250,7 +294,12 @@ async fn at_scale(redis: &Redis) {
         "loaded {members} members in {scopes} scopes in {:.1} s",
         loading.elapsed().as_secs_f64()
     );
-    let moderator = d.moderator();
+    let pg = Postgres::start();
+    let archived = archive_at_scale(&pg, scopes as i64).await;
+    eprintln!("archived {archived} rows");
+    let moderator = d.moderator().with_archive(Some(
+        rankflow::archive::connect::Target::new(&pg.url(), None).expect("archive url"),
+    ));
     let before = command_stats(redis).await;
     let mut took = Vec::new();
     for (name, action) in [
@@ -274,7 +323,7 @@ async fn at_scale(redis: &Redis) {
         .map(|(calls, _)| calls)
         .sum();
     println!(
-        "moderation, one action at scale (board `fans`: {scopes} scopes, {members} members; board `players`: the same members; the member in 100 scopes)"
+        "moderation, one action at scale (board `fans`: {scopes} scopes, {members} members; board `players`: the same members; the member in 100 scopes; an archive of {archived} rows in {scopes} periods, the member in 100)"
     );
     for (name, ms, state) in &took {
         println!("  {name:<8} {ms:>8.1} ms  -> {state}");

@@ -275,14 +275,7 @@ pub async fn run(
     )?;
     if let (Some(store), true) = (redis, kafka_ready) {
         let archiver = spawn_archiver(&config, &boards, &store, &clock, shutdown.clone())?;
-        let _ = moderator_slot.set(Moderator::new(
-            store.clone(),
-            boards.clone(),
-            member_hasher(&config),
-            clock.clone(),
-            config.http.union_cache.ms(),
-            audit,
-        ));
+        let _ = moderator_slot.set(moderator(&config, &store, &boards, &clock, audit)?);
         let _ = reader_slot.set(
             Reader::new(boards, store.clone(), clock, archive)
                 .with_unions(crate::reader::Unions::new(config.http.union_cache.ms()))
@@ -296,6 +289,26 @@ pub async fn run(
     let _ = http.await;
     tracing::info!("Stopped.");
     Ok(())
+}
+
+/// The admin API's member actions (docs/moderation.md), on the archive too
+/// when there is one.
+fn moderator(
+    config: &Config,
+    store: &Store,
+    boards: &Arc<BoardSet>,
+    clock: &SharedClock,
+    audit: Audit,
+) -> Result<Moderator, AppError> {
+    Ok(Moderator::new(
+        store.clone(),
+        boards.clone(),
+        member_hasher(config),
+        clock.clone(),
+        config.http.union_cache.ms(),
+        audit,
+    )
+    .with_archive(Target::from_config(&config.archive)?))
 }
 
 /// The hasher of member ids, keyed by `[admin] erase_key`

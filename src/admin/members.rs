@@ -12,9 +12,16 @@
 //!    the member between the views and their twins (or out of both), and
 //!    stamps the instance with G: an apply call encoded before the
 //!    consumer heard of the action is refused there and encoded again.
-//! 4. Unions of views cached by readers are left to expire
+//! 4. With an archive, the member's archived rows are marked, unmarked or
+//!    deleted (see `super::archived`).
+//! 5. Unions of views cached by readers are left to expire
 //!    (`[http] union_cache`), so none still shows the old state.
-//! 5. The action is logged and announced (see [`super::audit`]).
+//! 6. The action is logged and announced (see [`super::audit`]).
+//!
+//! From before step 1 to after step 4 the member's keyed hash is in the
+//! set of actions under way (`<prefix>:moderation:actions`): the
+//! archiver copies no period meanwhile, since the moves shift members
+//! between the views it reads.
 //!
 //! Every step can be repeated: a process killed in the middle leaves the
 //! record saying what was asked, and the same request finishes the job.
@@ -26,6 +33,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::archive::connect::Target;
+use crate::archive::members::ArchiveHolding;
 use crate::board::BoardSet;
 use crate::board::keys;
 use crate::clock::SharedClock;
@@ -36,6 +45,7 @@ use crate::sink::members::Entry;
 use crate::sink::moves::{self, MoveAction};
 use crate::sink::store::{Store, StoreError, server_error};
 
+use super::archived::ArchiveStep;
 use super::audit::{Audit, AuditEntry};
 use super::report::{ActionRequest, Holding, MemberAction, MemberError, MemberReport};
 
@@ -47,6 +57,12 @@ pub const MAX_MEMBER_BYTES: usize = 1024;
 /// moves (tens of milliseconds at a million members), short enough that
 /// repeating an interrupted action is soon possible.
 const LOCK_MARGIN_MS: u64 = 5_000;
+
+/// How long an entry in the set of actions under way counts if its
+/// process dies, beyond the member lock's life: the archive's part may
+/// wait for a long copy to finish. Until then the archiver leaves periods
+/// alone (or the action is repeated, which clears it).
+const ACTION_LEASE_MARGIN_MS: u64 = 60_000;
 
 /// Rounds of a move call whose window trimming ran out of budget.
 const MAX_MOVE_ROUNDS: usize = 64;
@@ -72,6 +88,8 @@ pub struct Moderator {
     /// How long readers may keep a union's result (`[http] union_cache`).
     union_cache: Duration,
     audit: Audit,
+    /// The archive the actions also change (`[archive] url`).
+    archive: Option<ArchiveStep>,
 }
 
 impl Moderator {
@@ -92,7 +110,34 @@ impl Moderator {
             clock,
             union_cache: Duration::from_millis(union_cache_ms.max(0) as u64),
             audit,
+            archive: None,
         }
+    }
+
+    /// Actions also change the archive at `target` (`[archive] url`).
+    pub fn with_archive(mut self, target: Option<Target>) -> Moderator {
+        self.archive = target.map(ArchiveStep::new);
+        self
+    }
+
+    fn lock_ms(&self) -> u64 {
+        self.union_cache.as_millis() as u64 + LOCK_MARGIN_MS
+    }
+
+    /// Adds (`ZADD`) or removes (`ZREM`) the member's entry in the set of
+    /// actions under way.
+    async fn under_way(&self, hex: &str, on: bool) -> Result<(), MemberError> {
+        let key = keys::actions_key(self.prefix());
+        let cmd = match on {
+            true => redis::cmd("ZADD")
+                .arg(&key)
+                .arg(self.clock.now_ms() + (self.lock_ms() + ACTION_LEASE_MARGIN_MS) as i64)
+                .arg(hex)
+                .clone(),
+            false => redis::cmd("ZREM").arg(&key).arg(hex).clone(),
+        };
+        let _: i64 = self.store.query(&cmd).await?;
+        Ok(())
     }
 
     fn prefix(&self) -> &str {
@@ -195,7 +240,7 @@ impl Moderator {
                     .arg(&token)
                     .arg("NX")
                     .arg("PX")
-                    .arg(self.union_cache.as_millis() as u64 + LOCK_MARGIN_MS),
+                    .arg(self.lock_ms()),
             )
             .await?;
         if locked.is_none() {
@@ -204,9 +249,13 @@ impl Moderator {
             ));
         }
         let started = Instant::now();
-        let result = self
-            .act_locked(action, req, actor, &chosen, &hex, &index)
-            .await;
+        let result = match self.under_way(&hex, true).await {
+            Ok(()) => {
+                self.act_locked(action, req, actor, &chosen, &hex, &index)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         // The lock goes whatever happened (it also expires on its own).
         let _: Result<i64, _> = self.store.query(redis::cmd("DEL").arg(&lock)).await;
         let (report, detail) = result?;
@@ -269,26 +318,19 @@ impl Moderator {
         let found = self
             .moves(&instances, move_action, member, stamp, now)
             .await?;
-        if action == MemberAction::Erase && !registered.is_empty() {
-            // The index keeps the state alone: no instance names the member
-            // any more.
-            let mut hdel = redis::cmd("HDEL");
-            hdel.arg(&index.key);
-            for tag in &registered {
-                hdel.arg(index.instance_field(tag));
-            }
-            let _: i64 = self.store.query(&hdel).await?;
+        if action == MemberAction::Erase {
+            self.forget_instances(index, &registered).await?;
         }
-        // 4. Unions cached before the moves expire; then it is done.
+        // 4. The archive.
+        let archived = self.archive_step(action, member, moved_boards).await?;
+        self.under_way(hex, false).await?;
+        // 5. Unions cached before the moves expire; then it is done.
         self.wait_for_unions(moved_boards).await?;
-        let _: i64 = self
-            .store
-            .query(
-                redis::cmd("HDEL")
-                    .arg(&index.key)
-                    .arg(index.pending_field()),
-            )
-            .await?;
+        let done = redis::cmd("HDEL")
+            .arg(&index.key)
+            .arg(index.pending_field())
+            .clone();
+        let _: i64 = self.store.query(&done).await?;
         let report = MemberReport {
             member: (action != MemberAction::Erase).then(|| member.to_string()),
             state: match (action, &entry) {
@@ -302,11 +344,16 @@ impl Moderator {
                 _ => self.holdings(&instances, &found),
             },
             pending: None,
+            archive: match action {
+                MemberAction::Erase => None,
+                _ => self.archive_holdings(member).await?,
+            },
         };
         let detail = serde_json::json!({
             "boards": req.boards,
             "reason": req.reason,
             "instances": instances.len(),
+            "archived_periods": archived,
             "generation": stamp,
         });
         Ok((report, detail))
@@ -671,6 +718,7 @@ impl Moderator {
                 hidden: None,
                 boards: Vec::new(),
                 pending,
+                archive: None,
             });
         }
         let registered: Vec<String> = fields
@@ -692,7 +740,56 @@ impl Moderator {
             hidden,
             boards: self.holdings(&instances, &found),
             pending,
+            archive: self.archive_holdings(member).await?,
         })
+    }
+
+    /// After an erasure's moves the index keeps the member's state alone: no
+    /// instance names the member any more.
+    async fn forget_instances(
+        &self,
+        index: &Entry,
+        registered: &[String],
+    ) -> Result<(), MemberError> {
+        if registered.is_empty() {
+            return Ok(());
+        }
+        let mut hdel = redis::cmd("HDEL");
+        hdel.arg(&index.key);
+        for tag in registered {
+            hdel.arg(index.instance_field(tag));
+        }
+        let _: i64 = self.store.query(&hdel).await?;
+        Ok(())
+    }
+
+    /// Step 4: with an archive, `action` on `member`'s archived rows of
+    /// `boards`; answers how many archived periods changed.
+    async fn archive_step(
+        &self,
+        action: MemberAction,
+        member: &str,
+        boards: &[usize],
+    ) -> Result<Option<u64>, MemberError> {
+        let Some(step) = &self.archive else {
+            return Ok(None);
+        };
+        let names: Vec<String> = boards
+            .iter()
+            .map(|&i| self.boards.boards[i].name.clone())
+            .collect();
+        Ok(Some(step.apply(action, member, &names).await?))
+    }
+
+    /// With an archive, its periods holding `member`, per board.
+    async fn archive_holdings(
+        &self,
+        member: &str,
+    ) -> Result<Option<BTreeMap<String, ArchiveHolding>>, MemberError> {
+        match &self.archive {
+            Some(step) => Ok(Some(step.holdings(member).await?)),
+            None => Ok(None),
+        }
     }
 }
 

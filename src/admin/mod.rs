@@ -1,9 +1,11 @@
 //! The admin API's domain (docs/admin.md): who may act ([`tokens`]), the
 //! member actions ([`members`]: hide, restore, erase; what they take and
-//! answer in [`report`]) and their audit trail ([`audit`]). The HTTP side
+//! answer in [`report`]; their part in the PostgreSQL archive in
+//! `archived`) and their audit trail ([`audit`]). The HTTP side
 //! (routes, the 401 and 404 answers) is in `crate::api`, the command line
 //! in `crate::cli`; this module knows nothing of either.
 
+mod archived;
 pub mod audit;
 pub mod members;
 pub mod report;

@@ -2,8 +2,11 @@
 //! action, its request, the member's state as the API and the CLI show it,
 //! and why an action fails. [`super::members`] performs them.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
+use crate::archive::members::ArchiveHolding;
 use crate::moderation::HiddenEntry;
 use crate::sink::store::StoreError;
 
@@ -68,12 +71,20 @@ pub enum MemberError {
     /// announces it).
     #[error(transparent)]
     Audit(#[from] AuditError),
+    /// The archive (PostgreSQL) could not be changed or read; nothing
+    /// half-done is shown as done, and repeating the request finishes it
+    /// (503).
+    #[error("the archive (PostgreSQL): {0}")]
+    Archive(String),
 }
 
 impl MemberError {
     /// Whether repeating the same request may succeed.
     pub fn is_retriable(&self) -> bool {
-        matches!(self, MemberError::Store(_) | MemberError::Audit(_))
+        matches!(
+            self,
+            MemberError::Store(_) | MemberError::Audit(_) | MemberError::Archive(_)
+        )
     }
 }
 
@@ -94,6 +105,10 @@ pub struct MemberReport {
     /// Per board that holds it: the views and scopes, visible or kept
     /// aside.
     pub boards: Vec<Holding>,
+    /// With an archive: per board, the archived periods that hold it and
+    /// how many of them hide it (boards without any are left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archive: Option<BTreeMap<String, ArchiveHolding>>,
     /// An action that started and has not finished (`hide`, `restore`,
     /// `erase`): under way, or its process died. Repeating it finishes it;
     /// until then `state` says what was asked, not what is done.

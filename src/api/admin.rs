@@ -126,6 +126,13 @@ impl From<MemberError> for ApiError {
                     "Redis did not complete the action; repeat the request to finish it",
                 )
             }
+            MemberError::Archive(ref archive) => {
+                tracing::warn!(error = %archive, "A member action failed in the archive; answering 503 (repeating it finishes it).");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the archive (PostgreSQL) did not complete the action; repeat the request to finish it",
+                )
+            }
             MemberError::Audit(ref audit) => {
                 tracing::warn!(error = %audit, "A member action took effect but its audit message was not published; answering 503.");
                 ApiError::new(

@@ -137,6 +137,14 @@ pub(crate) fn moderation_key(prefix: &str) -> String {
     format!("{prefix}:moderation")
 }
 
+/// Member actions under way (docs/redis-layout.md): a sorted set of the
+/// members' keyed hashes, scored by when the entry lapses (ms), so an
+/// action whose process died stops counting. The archiver copies no
+/// period while an entry is live.
+pub(crate) fn actions_key(prefix: &str) -> String {
+    format!("{prefix}:moderation:actions")
+}
+
 /// The bucket of the member index holding the member whose keyed hash is
 /// `hash_hex` (32 hex digits): one of 4,096, by the hash's first three
 /// digits, so a batch's registrations take one `HSET` per bucket.

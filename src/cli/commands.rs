@@ -168,7 +168,8 @@ async fn member(
         clock,
         cfg.http.union_cache.ms(),
         audit,
-    );
+    )
+    .with_archive(Target::from_config(&cfg.archive).map_err(|e| CommandError::fault(path, e))?);
     let action = match args.action {
         MemberVerb::Show => None,
         MemberVerb::Hide => Some(MemberAction::Hide),

@@ -512,16 +512,18 @@ struct Capture {
     _silent: tracing::Dispatch,
 }
 
-/// A migrated archive taken back to version 3: migration 4 is pending and
+/// A migrated archive taken back to version 3: migrations 4 and 5 are pending and
 /// must alter `rankflow_archive`, which needs its exclusive lock.
 async fn archive_at_version_3(pg: &Postgres) -> Archive {
     let mut a = Archive::connect(&pg.url()).await.expect("connect");
     schema::migrate(a.client()).await.expect("migrate");
     a.client()
         .batch_execute(
-            "ALTER TABLE rankflow_archive DROP COLUMN fields;
+            "DROP INDEX rankflow_archive_hidden, rankflow_archive_by_member;
+             ALTER TABLE rankflow_archive DROP COLUMN hidden, DROP COLUMN hides_group;
+             ALTER TABLE rankflow_archive DROP COLUMN fields;
              ALTER TABLE rankflow_archived_periods DROP COLUMN fields;
-             DELETE FROM rankflow_schema_version WHERE version = 4",
+             DELETE FROM rankflow_schema_version WHERE version IN (4, 5)",
         )
         .await
         .expect("back to version 3");

@@ -77,7 +77,10 @@ async fn migrations_run_once_even_when_instances_start_together() {
         "SELECT count(*) FROM pg_indexes WHERE tablename IN ('rankflow_archive', 'rankflow_archived_periods')",
     )
     .await;
-    assert_eq!(indexes, 3, "two primary keys and the member index");
+    assert_eq!(
+        indexes, 5,
+        "two primary keys, the unique member index, the hidden rows' and the erasures' indexes"
+    );
     println!(
         "verified: 4 instances migrated together, one applied version {}",
         schema::latest()

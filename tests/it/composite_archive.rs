@@ -545,12 +545,14 @@ async fn composite_archive_reads_use_the_indexes_and_read_fields_back_exactly() 
                 member: format!("m{i}"),
                 score: (20_000 - i / 2) as f64,
                 fields: Some(vec![Some(20_000 - i / 2), Some(i % 7), None]),
+                hidden: false,
             })
             .collect();
         all.extend(edges.iter().enumerate().map(|(i, (score, fields))| Row {
             member: format!("edge{i}"),
             score: *score,
             fields: Some(fields.clone()),
+            hidden: false,
         }));
         // The edges sort first by score except the infinite ones: rank
         // order as the board gives it is what the copy is handed.

@@ -40,6 +40,7 @@ mod layout;
 mod listener;
 mod moderation;
 mod moderation_api;
+mod moderation_archive;
 mod operations;
 mod overtaken;
 mod pipeline;

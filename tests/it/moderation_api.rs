@@ -13,6 +13,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::sse::{Ev, Stream};
 use common::*;
 use rdkafka::ClientConfig;
 use rdkafka::Message;
@@ -136,6 +137,20 @@ async fn hide_restore_and_erase_through_the_admin_api() {
     let (_, union) = get_json(&rolling).await;
     assert_eq!(union["entries"][0]["member"], "u1", "{union}");
 
+    // Live streams opened before the hide.
+    let mut top_stream =
+        Stream::open(&app.url("/v1/boards/points/all/top/stream?limit=10"), None).await;
+    let first = top_stream
+        .event(Duration::from_secs(10), "the top stream's first list")
+        .await;
+    assert_eq!(first.data["entries"][0]["member"], "u1", "{:?}", first.data);
+    let mut member_stream =
+        Stream::open(&app.url("/v1/boards/points/all/members/u1/stream"), None).await;
+    let mine = member_stream
+        .event(Duration::from_secs(10), "u1's first entry")
+        .await;
+    assert_eq!(mine.data["rank"], 1, "{:?}", mine.data);
+
     // Hide.
     let (status, body, took) = post(
         &app.url("/v1/admin/members/u1/hide"),
@@ -156,6 +171,28 @@ async fn hide_restore_and_erase_through_the_admin_api() {
         top(&app).await,
         [("u2".to_string(), 30.0, 1), ("u3".to_string(), 20.0, 2)]
     );
+    // The streams drop it at their next update.
+    let members_of = |e: &Ev| -> Vec<String> {
+        e.data["entries"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x["member"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let next = top_stream
+        .event_until(Duration::from_secs(5), "the top stream without u1", |e| {
+            !members_of(e).contains(&"u1".to_string())
+        })
+        .await;
+    assert_eq!(members_of(&next), ["u2", "u3"]);
+    assert_eq!(next.data["entries"][0]["rank"], 1, "{:?}", next.data);
+    let gone = member_stream
+        .event(Duration::from_secs(5), "u1's stream after the hide")
+        .await;
+    assert_eq!(gone.event.as_deref(), Some("absent"), "{gone:?}");
     let (_, list) = get_json(&app.url("/v1/boards/points/all/members?ids=u1,u3")).await;
     assert_eq!(list["missing"], json!(["u1"]), "{list}");
     assert_eq!(list["entries"][0]["rank"], 2, "{list}");
