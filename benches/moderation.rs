@@ -235,7 +235,7 @@ async fn archive_at_scale(pg: &Postgres, scopes: i64) -> i64 {
             "INSERT INTO rankflow_archived_periods
                  (board, scope, view, period, period_start, period_end, members)
              SELECT 'fans', 'g' || s, 'day', '2026-11-20', '2026-11-20', '2026-11-21', 100
-               FROM generate_series(0, $1 - 1) s",
+               FROM generate_series(0, $1::int8 - 1) s",
             &[&scopes],
         )
         .await
@@ -248,7 +248,7 @@ async fn archive_at_scale(pg: &Postgres, scopes: i64) -> i64 {
                     CASE WHEN r = 50 AND s % 97 = 0 AND s / 97 < 100 THEN 'target'
                          ELSE 'm' || (s * 100 + r) END,
                     1000 - r, r, r
-               FROM generate_series(0, $1 - 1) s, generate_series(1, 100) r",
+               FROM generate_series(0, $1::int8 - 1) s, generate_series(1, 100) r",
             &[&scopes],
         )
         .await
