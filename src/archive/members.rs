@@ -79,7 +79,8 @@ async fn mark_groups(tx: &impl GenericClient, periods: &[PeriodKey]) -> Result<(
     hidden::mark_groups(tx, [&boards, &scopes, &views, &ids]).await
 }
 
-/// Applies `action` to `member`'s rows of `boards`, in one transaction
+/// Applies `action` to `member`'s rows of `boards` (an erasure: of every
+/// board), in one transaction
 /// under the member-action lock; answers how many archived periods it
 /// changed. Repeating it changes nothing more.
 pub async fn apply(
@@ -102,13 +103,17 @@ pub async fn apply(
               WHERE member = $1 AND board = ANY ($2::text[]) AND hidden
               RETURNING board, scope, view, period"
         }
+        // Every board's rows, also of boards no longer configured: a
+        // deletion request covers the whole archive.
         ArchiveAction::Erase => {
-            "DELETE FROM rankflow_archive
-              WHERE member = $1 AND board = ANY ($2::text[])
+            "DELETE FROM rankflow_archive WHERE member = $1
               RETURNING board, scope, view, period"
         }
     };
-    let rows = tx.query(changed, &[&member, &boards]).await?;
+    let rows = match action {
+        ArchiveAction::Erase => tx.query(changed, &[&member]).await?,
+        _ => tx.query(changed, &[&member, &boards]).await?,
+    };
     let mut periods = Vec::with_capacity(rows.len());
     for row in rows {
         periods.push(PeriodKey {

@@ -329,10 +329,19 @@ async fn hidden_restored_and_erased_members_in_the_archive_match_the_hand_made_t
     env.check(&X_HIDDEN, "x hidden, copied again").await;
     env.act(MemberAction::Restore, "x").await;
 
-    // Erased: the rows go, the others keep their ranks.
+    // Erased: the rows go, the others keep their ranks. A row of a board
+    // no longer configured goes too.
+    let mut a = Archive::connect(&env.pg_url).await.expect("pg");
+    a.client()
+        .execute(
+            "INSERT INTO rankflow_archive (board, scope, view, period, rank, member, score)
+             VALUES ('retired', '', 'day', '2026-01-01', 1, 'c', 9)",
+            &[],
+        )
+        .await
+        .expect("a retired board's row");
     env.act(MemberAction::Erase, "c").await;
     env.check(&C_ERASED, "c erased").await;
-    let mut a = Archive::connect(&env.pg_url).await.expect("pg");
     let left: i64 = a
         .client()
         .query_one(
