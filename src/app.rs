@@ -84,6 +84,10 @@ pub enum AppError {
     /// from `[kafka]` (exit 2).
     #[error("setting `admin.audit_topic`: {0}")]
     Audit(#[from] crate::admin::AuditError),
+    /// The moderation record was missing and could not be rebuilt from
+    /// the audit topic: consuming without it could show erased members.
+    #[error("rebuilding the moderation record: {0}")]
+    Recover(#[from] crate::admin::recover::RecoverError),
 }
 
 impl AppError {
@@ -108,7 +112,10 @@ impl AppError {
             | AppError::Audit(_) => true,
             AppError::Archive(e) => !e.is_retriable(),
             AppError::Source(e) => !e.is_retriable(),
-            AppError::Metrics(_) | AppError::Http(_) | AppError::RedisDown(_) => false,
+            AppError::Metrics(_)
+            | AppError::Http(_)
+            | AppError::RedisDown(_)
+            | AppError::Recover(_) => false,
         }
     }
 }
@@ -276,6 +283,7 @@ pub async fn run(
     if let (Some(store), true) = (redis, kafka_ready) {
         let archiver = spawn_archiver(&config, &boards, &store, &clock, shutdown.clone())?;
         let _ = moderator_slot.set(moderator(&config, &store, &boards, &clock, audit)?);
+        rebuild_moderation(&config, &store, &boards).await?;
         let _ = reader_slot.set(
             Reader::new(boards, store.clone(), clock, archive)
                 .with_unions(crate::reader::Unions::new(config.http.union_cache.ms()))
@@ -309,6 +317,36 @@ fn moderator(
         audit,
     )
     .with_archive(Target::from_config(&config.archive)?))
+}
+
+/// Before any consumer reads it: the moderation record, rebuilt from
+/// `[admin] audit_topic` if Redis lost it (docs/moderation.md).
+async fn rebuild_moderation(
+    config: &Config,
+    store: &Store,
+    boards: &BoardSet,
+) -> Result<(), AppError> {
+    let Some(topic) = config.admin.audit_topic.as_deref() else {
+        return Ok(());
+    };
+    let hasher = member_hasher(config);
+    let rebuilt = crate::admin::recover::rebuild_if_lost(
+        store,
+        &boards.key_prefix,
+        &config.kafka,
+        topic,
+        &hasher,
+    )
+    .await?;
+    if let Some(r) = rebuilt {
+        tracing::warn!(
+            hidden = r.hidden,
+            erased = r.erased,
+            topic,
+            "The moderation record was missing from Redis; rebuilt it from the audit topic."
+        );
+    }
+    Ok(())
 }
 
 /// The hasher of member ids, keyed by `[admin] erase_key`

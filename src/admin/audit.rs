@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::KafkaConfig;
 use crate::source::client;
@@ -19,7 +19,7 @@ use crate::source::client;
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One audit message.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct AuditEntry {
     /// When the action took effect (RFC 3339, UTC).
     pub at: String,

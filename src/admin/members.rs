@@ -349,9 +349,13 @@ impl Moderator {
                 _ => self.archive_holdings(member).await?,
             },
         };
+        // `hidden` (the member's entry once done) and `at` let the record
+        // be rebuilt from the audit topic (see `super::recover`).
         let detail = serde_json::json!({
             "boards": req.boards,
             "reason": req.reason,
+            "hidden": report.hidden,
+            "at": now,
             "instances": instances.len(),
             "archived_periods": archived,
             "generation": stamp,

@@ -1,13 +1,15 @@
 //! The admin API's domain (docs/admin.md): who may act ([`tokens`]), the
 //! member actions ([`members`]: hide, restore, erase; what they take and
 //! answer in [`report`]; their part in the PostgreSQL archive in
-//! `archived`) and their audit trail ([`audit`]). The HTTP side
+//! `archived`; the record rebuilt from the audit topic after Redis lost it
+//! in [`recover`]) and their audit trail ([`audit`]). The HTTP side
 //! (routes, the 401 and 404 answers) is in `crate::api`, the command line
 //! in `crate::cli`; this module knows nothing of either.
 
 mod archived;
 pub mod audit;
 pub mod members;
+pub mod recover;
 pub mod report;
 pub mod tokens;
 

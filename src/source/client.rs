@@ -54,6 +54,8 @@ pub enum Role {
     ClosedProducer,
     /// The admin API's producer of audit messages.
     AuditProducer,
+    /// The reader of the audit topic that rebuilds a lost moderation record.
+    AuditReader,
 }
 
 impl Role {
@@ -64,6 +66,7 @@ impl Role {
             Role::Producer => "producer of `rankflow produce`",
             Role::ClosedProducer => "period-closed producer ([archive] closed_topic)",
             Role::AuditProducer => "audit producer ([admin] audit_topic)",
+            Role::AuditReader => "audit reader ([admin] audit_topic)",
         }
     }
 }
@@ -250,7 +253,7 @@ impl Properties {
 
     fn create_quiet(&self, cc: ClientConfig) -> Result<(), KafkaError> {
         match self.role {
-            Role::Consumer => cc
+            Role::Consumer | Role::AuditReader => cc
                 .create_with_context::<_, BaseConsumer<Quiet>>(Quiet)
                 .map(drop),
             Role::DeadLetterProducer
@@ -429,6 +432,20 @@ pub(crate) fn audit_properties(config: &KafkaConfig) -> Result<Properties, Clien
             ("message.timeout.ms", "10000"),
         ],
     )
+}
+
+/// The reader of the audit topic (docs/moderation.md): the consumer's
+/// connection settings, its own group id, and no commits (it reads the
+/// whole topic by assignment, never as a group member).
+pub(crate) fn audit_reader_properties(config: &KafkaConfig) -> Result<Properties, ClientError> {
+    let mut p = consumer_properties(config)?;
+    p.role = Role::AuditReader;
+    let group = format!("{}-audit-reader", config.group_id);
+    p.forced.retain(|(k, _)| k != "group.id");
+    p.forced.push(("group.id".to_string(), group));
+    p.forced
+        .push(("enable.auto.commit".to_string(), "false".to_string()));
+    Ok(p)
 }
 
 /// Checks every client `rankflow run` creates — the consumer and, with a

@@ -99,24 +99,37 @@ async fn top(app: &Process) -> Vec<(String, f64, u64)> {
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hide_restore_and_erase_through_the_admin_api() {
-    let broker = Broker::start();
-    let redis = Redis::start();
-    let mut setup = Setup::new(&broker, &redis, BOARDS);
+/// A setup with the admin token, an audit topic and an erase key, its
+/// topics created; and the audit topic's name.
+async fn audited(broker: &Broker, redis: &Redis) -> (Setup, String) {
+    let mut setup = Setup::new(broker, redis, BOARDS);
     let audit_topic = unique("audit");
     setup.extra = format!(
         "[admin]\ntokens = {{ ops = \"{TOKEN}\" }}\naudit_topic = \"{audit_topic}\"\nerase_key = \"{ERASE_KEY}\"\n"
     );
     broker.create_topic(&setup.topic, 1).await;
     broker.create_topic(&audit_topic, 1).await;
-    let app = Process::start_env(&setup, &[("RANKFLOW_HTTP_UNION_CACHE", "200ms")]);
+    (setup, audit_topic)
+}
+
+/// `rankflow run` with `env`, once it answers `/healthz`.
+async fn serving(setup: &Setup, env: &[(&str, &str)]) -> Process {
+    let app = Process::start_env(setup, env);
     wait_for(
         Duration::from_secs(60),
         "rankflow serving /healthz",
         || async { (status_of(&app.url("/healthz")).await == 200).then_some(()) },
     )
     .await;
+    app
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hide_restore_and_erase_through_the_admin_api() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let (setup, audit_topic) = audited(&broker, &redis).await;
+    let app = serving(&setup, &[("RANKFLOW_HTTP_UNION_CACHE", "200ms")]).await;
     let producer = broker.producer();
     send_all(
         &producer,
@@ -342,5 +355,70 @@ async fn hide_restore_and_erase_through_the_admin_api() {
     println!(
         "verified: hide answered in {} ms; reads 404, \"missing\", ranks closed up; 1 hidden event restored; erased, no trace in Redis; 3 audit messages",
         took.as_millis()
+    );
+}
+
+/// Redis loses its data (`FLUSHALL`, as a restart without persistence
+/// would) after a hide and an erasure, and the topic is replayed into it
+/// under a new consumer group: rankflow rebuilds the moderation record from
+/// the audit topic before it consumes, so the erased member never comes
+/// back and the hidden one stays hidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_moderation_record_is_rebuilt_from_the_audit_topic_before_a_replay() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let (mut setup, _) = audited(&broker, &redis).await;
+    let mut app = serving(&setup, &[]).await;
+    let producer = broker.producer();
+    let users = [("u1", 50), ("u2", 30), ("u3", 20), ("u4", 10)];
+    send_all(&producer, &setup.topic, &events(0, &users)).await;
+    wait_for(
+        Duration::from_secs(60),
+        "the events on the board",
+        || async { (top(&app).await.len() == 4).then_some(()) },
+    )
+    .await;
+    let hide = json!({"boards": ["points"], "reason": "exploit"});
+    let (status, body, _) = post(&app.url("/v1/admin/members/u1/hide"), hide).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body, _) = post(&app.url("/v1/admin/members/u2/erase"), Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body, _) = post(&app.url("/v1/admin/members/u4/hide"), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body, _) = post(&app.url("/v1/admin/members/u4/restore"), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    app.kill9();
+
+    // Redis loses everything; a new group replays the topic from the start.
+    redis.cli(&["FLUSHALL"]);
+    setup.group = unique("group");
+    let app = serving(&setup, &[]).await;
+    wait_for(
+        Duration::from_secs(60),
+        "the replay on the board",
+        || async { (top(&app).await.len() == 2).then_some(()) },
+    )
+    .await;
+    let want = [("u3".to_string(), 20.0, 1), ("u4".to_string(), 10.0, 2)];
+    assert_holds(Duration::from_secs(2), "u1 hidden, u2 erased", || async {
+        let got = top(&app).await;
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .await;
+    let (_, u1) = admin_json(&app.url("/v1/admin/members/u1")).await;
+    assert_eq!(u1["state"], "hidden", "{u1}");
+    // Hidden from every board there is: `null`, as the action answered.
+    assert_eq!(u1["hidden"]["boards"], Value::Null, "{u1}");
+    assert_eq!(u1["hidden"]["reason"], "exploit", "{u1}");
+    let (_, u2) = admin_json(&app.url("/v1/admin/members/u2")).await;
+    assert_eq!(u2["state"], "erased", "{u2}");
+    let (_, u4) = admin_json(&app.url("/v1/admin/members/u4")).await;
+    assert_eq!(u4["state"], "visible", "{u4}");
+    println!(
+        "verified: after FLUSHALL and a replay, the rebuilt record kept u1 hidden and u2 erased; top {want:?}"
     );
 }
