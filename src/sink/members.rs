@@ -154,23 +154,31 @@ impl Registered {
     }
 }
 
-/// The index writes one batch needs: per bucket, its key and the fields to
-/// add; and the pair hashes to remember once they are written.
+/// The index writes one batch needs: one `HSET` per bucket with new
+/// fields; and the pair hashes to remember once they are written.
 #[derive(Debug, Default)]
 pub struct Wanted {
-    entries: Vec<(String, Vec<String>)>,
+    commands: Vec<redis::Cmd>,
     pairs: Vec<u128>,
 }
 
 impl Wanted {
     /// Nothing to register.
     pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.commands.is_empty()
+    }
+
+    /// The registrations: one `HSET` per bucket (taken: sent once).
+    pub(crate) fn take_commands(&mut self) -> Vec<redis::Cmd> {
+        std::mem::take(&mut self.commands)
     }
 }
 
 /// The (member, scoped instance) pairs of `updates` that `cache` does not
-/// show registered.
+/// show registered, as the `HSET`s that register them. Built without a
+/// string per member or per pair: a member's keyed hash picks its bucket
+/// (its first 12 bits are the bucket's 3 hex digits), and each field is
+/// written straight into its command.
 pub(crate) fn wanted(
     boards: &BoardSet,
     updates: &Updates,
@@ -206,34 +214,35 @@ pub(crate) fn wanted(
         }
     }
     let hasher = snap.hasher();
-    let mut by_bucket: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut by_bucket: foldhash::HashMap<u16, Vec<(u128, &str)>> = Default::default();
     for (m, tags) in by_member {
-        let hex = hasher.hex(&updates.members[m as usize]);
-        let fields = by_bucket
-            .entry(keys::member_index_key(&boards.key_prefix, &hex))
-            .or_default();
-        fields.extend(tags.into_iter().map(|t| instance_field(&hex, t)));
+        let hash = hasher.hash(&updates.members[m as usize]);
+        let fields = by_bucket.entry(bucket_of(hash)).or_default();
+        fields.extend(tags.into_iter().map(|t| (hash, t)));
     }
-    Wanted {
-        entries: by_bucket.into_iter().collect(),
-        pairs,
-    }
-}
-
-/// The registrations of `wanted`: one `HSET` per bucket.
-pub(crate) fn commands(wanted: &Wanted) -> Vec<redis::Cmd> {
-    wanted
-        .entries
-        .iter()
-        .map(|(key, fields)| {
+    let mut field = String::new();
+    let commands = by_bucket
+        .into_values()
+        .map(|fields| {
             let mut hset = redis::cmd("HSET");
-            hset.arg(key);
-            for field in fields {
-                hset.arg(field).arg(1);
+            let hex = format!("{:032x}", fields[0].0);
+            hset.arg(keys::member_index_key(&boards.key_prefix, &hex));
+            for (hash, tag) in fields {
+                use std::fmt::Write as _;
+                field.clear();
+                // Writing into a String cannot fail.
+                let _ = write!(field, "{hash:032x}@{tag}");
+                hset.arg(field.as_str()).arg(1);
             }
             hset
         })
-        .collect()
+        .collect();
+    Wanted { commands, pairs }
+}
+
+/// The bucket of a keyed hash: its first three hex digits as a number.
+fn bucket_of(hash: u128) -> u16 {
+    (hash >> 116) as u16
 }
 
 /// On a cluster: writes the registrations, then reads the moderation record's generation
@@ -245,12 +254,16 @@ pub(crate) fn commands(wanted: &Wanted) -> Vec<redis::Cmd> {
 pub(crate) async fn register(
     store: &Store,
     boards: &BoardSet,
-    wanted: &Wanted,
+    wanted: &mut Wanted,
 ) -> Result<Option<i64>, StoreError> {
     if wanted.is_empty() {
         return Ok(None);
     }
-    let mut groups: Vec<Vec<redis::Cmd>> = commands(wanted).into_iter().map(|c| vec![c]).collect();
+    let mut groups: Vec<Vec<redis::Cmd>> = wanted
+        .take_commands()
+        .into_iter()
+        .map(|c| vec![c])
+        .collect();
     let generation = redis::cmd("HGET")
         .arg(keys::moderation_key(&boards.key_prefix))
         .arg(GEN_FIELD)
@@ -290,4 +303,31 @@ pub(crate) async fn load(store: &Store, boards: &BoardSet, cell: &Cell) -> Resul
     tracing::debug!(generation = snap.generation, "Read the moderation record.");
     cell.replace(snap);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hash's bucket is the first three hex digits of the hash as key
+    /// names write it (docs/redis-layout.md), at the edges and between.
+    #[test]
+    fn the_bucket_is_the_first_three_hex_digits() {
+        let between = 0x0123_4567_89ab_cdef_0123_4567_89ab_cdef;
+        for h in [
+            0u128,
+            1,
+            u128::MAX,
+            0xabc << 116,
+            (0xabc << 116) - 1,
+            between,
+        ] {
+            let hex = format!("{h:032x}");
+            assert_eq!(format!("{:03x}", bucket_of(h)), hex[..3], "{hex}");
+            assert_eq!(
+                keys::member_index_key("p", &hex),
+                format!("p:members:{{{:03x}}}", bucket_of(h))
+            );
+        }
+    }
 }

@@ -282,14 +282,14 @@ impl Writer {
         updates: &Updates,
     ) -> Result<Option<(Vec<redis::Cmd>, members::Wanted)>, StoreError> {
         let snap = self.moderation.current();
-        let wanted = members::wanted(&self.boards, updates, &self.caches().members, &snap);
+        let mut wanted = members::wanted(&self.boards, updates, &self.caches().members, &snap);
         if wanted.is_empty() {
             return Ok(None);
         }
         if !self.store.is_cluster() {
-            return Ok(Some((members::commands(&wanted), wanted)));
+            return Ok(Some((wanted.take_commands(), wanted)));
         }
-        let seen = members::register(&self.store, &self.boards, &wanted).await?;
+        let seen = members::register(&self.store, &self.boards, &mut wanted).await?;
         if seen.is_some_and(|g| g > self.moderation.generation()) {
             self.load_moderation().await?;
         }
