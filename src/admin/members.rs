@@ -38,15 +38,14 @@ use crate::archive::members::ArchiveHolding;
 use crate::board::BoardSet;
 use crate::board::keys;
 use crate::clock::SharedClock;
-use crate::moderation::{
-    ERASED_PREFIX, ErasedEntry, GEN_FIELD, HIDDEN_PREFIX, HiddenEntry, KEY_FIELD, MemberHasher,
-};
+use crate::moderation::{HiddenEntry, MemberHasher};
 use crate::sink::members::Entry;
 use crate::sink::moves::{self, MoveAction};
 use crate::sink::store::{Store, StoreError, server_error};
 
 use super::archived::ArchiveStep;
 use super::audit::{Audit, AuditEntry};
+use super::record;
 use super::report::{ActionRequest, Holding, MemberAction, MemberError, MemberReport};
 
 /// Longest member id an action takes (ids are short in every schema).
@@ -176,39 +175,6 @@ impl Moderator {
         Ok(out)
     }
 
-    /// The record's entries about `member`: hidden entry, erased.
-    async fn recorded(
-        &self,
-        member: &str,
-        hex: &str,
-    ) -> Result<(Option<HiddenEntry>, bool), MemberError> {
-        let record = keys::moderation_key(self.prefix());
-        let replies = self
-            .store
-            .ordered(&[vec![
-                redis::cmd("HGET")
-                    .arg(&record)
-                    .arg(format!("{HIDDEN_PREFIX}{member}"))
-                    .clone(),
-                redis::cmd("HEXISTS")
-                    .arg(&record)
-                    .arg(format!("{ERASED_PREFIX}{hex}"))
-                    .clone(),
-            ]])
-            .await?;
-        if let Some(e) = replies.iter().find_map(server_error) {
-            return Err(e.into());
-        }
-        let hidden: Option<String> = match replies.first() {
-            Some(v) => redis::from_redis_value(v.clone())
-                .map_err(|e| StoreError::Protocol(e.to_string()))?,
-            None => None,
-        };
-        let erased = matches!(replies.get(1), Some(redis::Value::Int(1)));
-        let hidden = hidden.and_then(|text| serde_json::from_str(&text).ok());
-        Ok((hidden, erased))
-    }
-
     /// Hides, restores or erases a member; answers its state once done.
     pub async fn act(
         &self,
@@ -293,7 +259,7 @@ impl Moderator {
     ) -> Result<(MemberReport, serde_json::Value), MemberError> {
         let member = req.member.as_str();
         let now = self.clock.now_ms();
-        let (hidden, erased) = self.recorded(member, hex).await?;
+        let (hidden, erased) = record::read(&self.store, self.prefix(), member, hex).await?;
         if erased && action != MemberAction::Erase {
             return Err(MemberError::Conflict(
                 "this member was erased; its events change no board any more".to_string(),
@@ -301,9 +267,9 @@ impl Moderator {
         }
         let entry = self.hidden_after(action, req, actor, chosen, hidden.as_ref(), now);
         // 1. The record, then its generation.
-        let stamp = self
-            .write_record(action, member, hex, entry.as_ref(), actor, now)
-            .await?;
+        let change = record::Change::new(action, member, hex, entry.as_ref(), actor, now);
+        let key_id = self.hasher.key_id();
+        let stamp = record::write(&self.store, self.prefix(), &key_id, &change).await?;
         // 2. The member's index entry: the action under way, its state, and
         //    where it was written.
         let registered = self.instances_after(index, action, entry.as_ref()).await?;
@@ -413,73 +379,6 @@ impl Moderator {
         })
     }
 
-    /// Step 1: the moderation record takes the member's new state, then its
-    /// generation is raised (in that order, on one key: a consumer that
-    /// reads the generation reads the state with it); answers the new
-    /// generation, the stamp of the moves.
-    async fn write_record(
-        &self,
-        action: MemberAction,
-        member: &str,
-        hex: &str,
-        entry: Option<&HiddenEntry>,
-        actor: &str,
-        now: i64,
-    ) -> Result<i64, MemberError> {
-        let record = keys::moderation_key(self.prefix());
-        let hidden_field = format!("{HIDDEN_PREFIX}{member}");
-        let mut cmds = Vec::new();
-        match (entry, action) {
-            (_, MemberAction::Erase) => {
-                let erased = ErasedEntry {
-                    at: now,
-                    actor: actor.to_string(),
-                };
-                cmds.push(
-                    redis::cmd("HSET")
-                        .arg(&record)
-                        .arg(format!("{ERASED_PREFIX}{hex}"))
-                        .arg(serde_json::to_string(&erased).unwrap_or_default())
-                        .clone(),
-                );
-                cmds.push(redis::cmd("HDEL").arg(&record).arg(&hidden_field).clone());
-            }
-            (Some(e), _) => cmds.push(
-                redis::cmd("HSET")
-                    .arg(&record)
-                    .arg(&hidden_field)
-                    .arg(serde_json::to_string(e).unwrap_or_default())
-                    .clone(),
-            ),
-            (None, _) => cmds.push(redis::cmd("HDEL").arg(&record).arg(&hidden_field).clone()),
-        }
-        cmds.push(
-            redis::cmd("HSETNX")
-                .arg(&record)
-                .arg(KEY_FIELD)
-                .arg(self.hasher.key_id())
-                .clone(),
-        );
-        cmds.push(
-            redis::cmd("HINCRBY")
-                .arg(&record)
-                .arg(GEN_FIELD)
-                .arg(1)
-                .clone(),
-        );
-        let replies = self.store.ordered(&[cmds]).await?;
-        if let Some(e) = replies.iter().find_map(server_error) {
-            return Err(e.into());
-        }
-        match replies.last() {
-            Some(redis::Value::Int(g)) => Ok(*g),
-            other => Err(StoreError::Protocol(format!(
-                "HINCRBY of the moderation generation returned {other:?}"
-            ))
-            .into()),
-        }
-    }
-
     /// Waits until no union of `boards` built before the moves can still
     /// be served: for as long as the youngest one has to live (its board's
     /// marker, set by the reader with each union it builds); not at all when
@@ -527,7 +426,7 @@ impl Moderator {
             .arg(index.pending_field())
             .arg(action.name())
             .clone();
-        let state = state_command(index, action, entry);
+        let state = record::state_command(index, action, entry);
         let replies = self.store.ordered(&[vec![pending, state]]).await?;
         if let Some(e) = replies.iter().find_map(server_error) {
             return Err(e.into());
@@ -707,7 +606,7 @@ impl Moderator {
     pub async fn show(&self, member: &str) -> Result<MemberReport, MemberError> {
         Self::check_member(member)?;
         let hex = self.hasher.hex(member);
-        let (hidden, erased) = self.recorded(member, &hex).await?;
+        let (hidden, erased) = record::read(&self.store, self.prefix(), member, &hex).await?;
         let index = Entry::new(self.prefix(), &hex);
         let fields = index.fields(&self.store).await?;
         let pending_field = index.pending_field();
@@ -794,24 +693,6 @@ impl Moderator {
             Some(step) => Ok(Some(step.holdings(member).await?)),
             None => Ok(None),
         }
-    }
-}
-
-/// Step 2's write to the member's index entry: its new state.
-fn state_command(index: &Entry, action: MemberAction, entry: Option<&HiddenEntry>) -> redis::Cmd {
-    let field = index.state_field();
-    match (entry, action) {
-        (_, MemberAction::Erase) => redis::cmd("HSET")
-            .arg(&index.key)
-            .arg(field)
-            .arg("{\"state\":\"erased\"}")
-            .clone(),
-        (Some(e), _) => redis::cmd("HSET")
-            .arg(&index.key)
-            .arg(field)
-            .arg(serde_json::to_string(e).unwrap_or_default())
-            .clone(),
-        (None, _) => redis::cmd("HDEL").arg(&index.key).arg(field).clone(),
     }
 }
 

@@ -9,6 +9,7 @@
 mod archived;
 pub mod audit;
 pub mod members;
+mod record;
 pub mod recover;
 pub mod report;
 pub mod tokens;

@@ -22,12 +22,13 @@ use rdkafka::{Offset, TopicPartitionList};
 use crate::board::keys;
 use crate::config::KafkaConfig;
 use crate::moderation::{
-    ERASED_PREFIX, ErasedEntry, GEN_FIELD, HIDDEN_PREFIX, HiddenEntry, KEY_FIELD, MemberHasher,
+    ERASED_PREFIX, ErasedEntry, GEN_FIELD, HIDDEN_PREFIX, HiddenEntry, MemberHasher,
 };
-use crate::sink::store::{Store, StoreError, server_error};
+use crate::sink::store::{Store, StoreError};
 use crate::source::client;
 
 use super::audit::AuditEntry;
+use super::record;
 
 /// Longest the whole read of the audit topic may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
@@ -148,24 +149,8 @@ pub async fn rebuild_if_lost(
     for (field, value) in &fields {
         hset.arg(field).arg(value);
     }
-    let cmds = vec![
-        hset,
-        redis::cmd("HSETNX")
-            .arg(&record)
-            .arg(KEY_FIELD)
-            .arg(hasher.key_id())
-            .clone(),
-        // Consumers that read the record before it was written read it again.
-        redis::cmd("HINCRBY")
-            .arg(&record)
-            .arg(GEN_FIELD)
-            .arg(1)
-            .clone(),
-    ];
-    let replies = store.ordered(&[cmds]).await?;
-    if let Some(e) = replies.iter().find_map(server_error) {
-        return Err(e.into());
-    }
+    // Consumers that read the record before it was written read it again.
+    record::raise(store, &record, vec![hset], &hasher.key_id()).await?;
     let count = |prefix: &str| fields.iter().filter(|(f, _)| f.starts_with(prefix)).count();
     Ok(Some(Rebuilt {
         hidden: count(HIDDEN_PREFIX),
