@@ -283,7 +283,7 @@ pub async fn run(
     if let (Some(store), true) = (redis, kafka_ready) {
         let archiver = spawn_archiver(&config, &boards, &store, &clock, shutdown.clone())?;
         let _ = moderator_slot.set(moderator(&config, &store, &boards, &clock, audit)?);
-        rebuild_moderation(&config, &store, &boards).await?;
+        rebuild_moderation(&config, &store, &boards, clock.now_ms()).await?;
         let _ = reader_slot.set(
             Reader::new(boards, store.clone(), clock, archive)
                 .with_unions(crate::reader::Unions::new(config.http.union_cache.ms()))
@@ -316,7 +316,8 @@ fn moderator(
         config.http.union_cache.ms(),
         audit,
     )
-    .with_archive(Target::from_config(&config.archive)?))
+    .with_archive(Target::from_config(&config.archive)?)
+    .with_recovery(&config.kafka, config.admin.audit_topic.as_deref()))
 }
 
 /// Before any consumer reads it: the moderation record, rebuilt from
@@ -325,6 +326,7 @@ async fn rebuild_moderation(
     config: &Config,
     store: &Store,
     boards: &BoardSet,
+    now_ms: i64,
 ) -> Result<(), AppError> {
     let Some(topic) = config.admin.audit_topic.as_deref() else {
         return Ok(());
@@ -336,6 +338,7 @@ async fn rebuild_moderation(
         &config.kafka,
         topic,
         &hasher,
+        now_ms,
     )
     .await?;
     if let Some(r) = rebuilt {

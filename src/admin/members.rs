@@ -38,6 +38,7 @@ use crate::archive::members::ArchiveHolding;
 use crate::board::BoardSet;
 use crate::board::keys;
 use crate::clock::SharedClock;
+use crate::config::KafkaConfig;
 use crate::moderation::{HiddenEntry, MemberHasher};
 use crate::sink::members::Entry;
 use crate::sink::moves::{self, MoveAction};
@@ -45,8 +46,8 @@ use crate::sink::store::{Store, StoreError, server_error};
 
 use super::archived::ArchiveStep;
 use super::audit::{Audit, AuditEntry};
-use super::record;
 use super::report::{ActionRequest, Holding, MemberAction, MemberError, MemberReport};
+use super::{record, recover};
 
 /// Longest member id an action takes (ids are short in every schema).
 pub const MAX_MEMBER_BYTES: usize = 1024;
@@ -89,6 +90,9 @@ pub struct Moderator {
     audit: Audit,
     /// The archive the actions also change (`[archive] url`).
     archive: Option<ArchiveStep>,
+    /// Where a lost record is rebuilt from: `[kafka]` and `[admin]
+    /// audit_topic`.
+    recovery: Option<(KafkaConfig, String)>,
 }
 
 impl Moderator {
@@ -110,7 +114,15 @@ impl Moderator {
             union_cache: Duration::from_millis(union_cache_ms.max(0) as u64),
             audit,
             archive: None,
+            recovery: None,
         }
+    }
+
+    /// An action that finds the moderation record missing rebuilds it
+    /// from `topic` first (see `super::recover`).
+    pub fn with_recovery(mut self, kafka: &KafkaConfig, topic: Option<&str>) -> Moderator {
+        self.recovery = topic.map(|t| (kafka.clone(), t.to_string()));
+        self
     }
 
     /// Actions also change the archive at `target` (`[archive] url`).
@@ -193,6 +205,12 @@ impl Moderator {
             return Err(MemberError::BadRequest(
                 "an erasure covers every board; leave \"boards\" out".to_string(),
             ));
+        }
+        if let Some((kafka, topic)) = &self.recovery {
+            let now = self.clock.now_ms();
+            recover::rebuild_if_lost(&self.store, self.prefix(), kafka, topic, &self.hasher, now)
+                .await
+                .map_err(|e| MemberError::Recover(e.to_string()))?;
         }
         let hex = self.hasher.hex(&req.member);
         let index = Entry::new(self.prefix(), &hex);

@@ -119,23 +119,38 @@ pub(crate) async fn write(
         ),
         (None, _) => cmds.push(redis::cmd("HDEL").arg(&record).arg(&hidden_field).clone()),
     }
-    Ok(raise(store, &record, cmds, key_id).await?)
+    Ok(raise(store, &record, cmds, key_id, now).await?)
 }
 
 /// Sends `cmds` (writes to the record `record`) followed by the record's
 /// key fingerprint (if it has none) and a raised generation, in one
 /// round trip; answers the new generation.
+///
+/// A record without a generation (new, or lost with Redis's data) starts
+/// from `now_ms`, not from 0: consumers that kept running through a loss
+/// of Redis's data hold a snapshot of the old record, whose generation is
+/// a count of its actions, far below the clock. The first action after
+/// the loss is then newer than what they hold, so their calls are refused
+/// and they read the record again (docs/moderation.md).
 pub(crate) async fn raise(
     store: &Store,
     record: &str,
     mut cmds: Vec<redis::Cmd>,
     key_id: &str,
+    now_ms: i64,
 ) -> Result<i64, StoreError> {
     cmds.push(
         redis::cmd("HSETNX")
             .arg(record)
             .arg(KEY_FIELD)
             .arg(key_id)
+            .clone(),
+    );
+    cmds.push(
+        redis::cmd("HSETNX")
+            .arg(record)
+            .arg(GEN_FIELD)
+            .arg(now_ms)
             .clone(),
     );
     cmds.push(

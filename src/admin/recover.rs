@@ -7,8 +7,11 @@
 //! audit topic at start-up when the record is missing, and writes the
 //! record again before any consumer starts.
 //!
-//! The record is claimed with `HSETNX ~gen`: instances starting together
-//! write it once. An action taken on a member while its record is being
+//! The record is claimed with `HSETNX ~gen` (from the clock, see
+//! `super::record::raise`): instances starting together write it once.
+//! A member action that finds the record missing rebuilds it the same
+//! way first, so consumers that kept running through the loss read it
+//! whole when the action's generation makes them read it again. An action taken on a member while its record is being
 //! rebuilt can be overwritten by the rebuild; the docs say to start the
 //! fleet before acting.
 
@@ -119,6 +122,7 @@ pub async fn rebuild_if_lost(
     kafka: &KafkaConfig,
     topic: &str,
     hasher: &MemberHasher,
+    now_ms: i64,
 ) -> Result<Option<Rebuilt>, RecoverError> {
     let record = keys::moderation_key(prefix);
     let present: bool = store
@@ -139,7 +143,7 @@ pub async fn rebuild_if_lost(
         return Ok(None);
     }
     let claimed: bool = store
-        .query(redis::cmd("HSETNX").arg(&record).arg(GEN_FIELD).arg(1))
+        .query(redis::cmd("HSETNX").arg(&record).arg(GEN_FIELD).arg(now_ms))
         .await?;
     if !claimed {
         return Ok(None);
@@ -150,7 +154,7 @@ pub async fn rebuild_if_lost(
         hset.arg(field).arg(value);
     }
     // Consumers that read the record before it was written read it again.
-    record::raise(store, &record, vec![hset], &hasher.key_id()).await?;
+    record::raise(store, &record, vec![hset], &hasher.key_id(), now_ms).await?;
     let count = |prefix: &str| fields.iter().filter(|(f, _)| f.starts_with(prefix)).count();
     Ok(Some(Rebuilt {
         hidden: count(HIDDEN_PREFIX),

@@ -76,6 +76,10 @@ pub enum MemberError {
     /// (503).
     #[error("the archive (PostgreSQL): {0}")]
     Archive(String),
+    /// The moderation record was missing (Redis lost its data) and could
+    /// not be rebuilt from the audit topic; nothing was done (503).
+    #[error("rebuilding the moderation record: {0}")]
+    Recover(String),
 }
 
 impl MemberError {
@@ -83,7 +87,10 @@ impl MemberError {
     pub fn is_retriable(&self) -> bool {
         matches!(
             self,
-            MemberError::Store(_) | MemberError::Audit(_) | MemberError::Archive(_)
+            MemberError::Store(_)
+                | MemberError::Audit(_)
+                | MemberError::Archive(_)
+                | MemberError::Recover(_)
         )
     }
 }

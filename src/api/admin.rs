@@ -126,6 +126,13 @@ impl From<MemberError> for ApiError {
                     "Redis did not complete the action; repeat the request to finish it",
                 )
             }
+            MemberError::Recover(ref recover) => {
+                tracing::warn!(error = %recover, "The moderation record is missing and could not be rebuilt; answering 503.");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the moderation record is missing from Redis and could not be rebuilt from the audit topic; nothing was done",
+                )
+            }
             MemberError::Archive(ref archive) => {
                 tracing::warn!(error = %archive, "A member action failed in the archive; answering 503 (repeating it finishes it).");
                 ApiError::new(

@@ -169,7 +169,8 @@ async fn member(
         cfg.http.union_cache.ms(),
         audit,
     )
-    .with_archive(Target::from_config(&cfg.archive).map_err(|e| CommandError::fault(path, e))?);
+    .with_archive(Target::from_config(&cfg.archive).map_err(|e| CommandError::fault(path, e))?)
+    .with_recovery(&cfg.kafka, cfg.admin.audit_topic.as_deref());
     let action = match args.action {
         MemberVerb::Show => None,
         MemberVerb::Hide => Some(MemberAction::Hide),

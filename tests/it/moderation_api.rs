@@ -112,6 +112,41 @@ async fn audited(broker: &Broker, redis: &Redis) -> (Setup, String) {
     (setup, audit_topic)
 }
 
+/// The four members of the Redis-loss tests, and their points.
+const USERS: [(&str, i64); 4] = [("u1", 50), ("u2", 30), ("u3", 20), ("u4", 10)];
+
+/// An audited `rankflow run` with [`USERS`]' first events on its board,
+/// and the producer that sent them.
+async fn four_on_the_board(
+    broker: &Broker,
+    redis: &Redis,
+) -> (Setup, Process, rdkafka::producer::FutureProducer) {
+    let (setup, _) = audited(broker, redis).await;
+    let app = serving(&setup, &[]).await;
+    let producer = broker.producer();
+    send_all(&producer, &setup.topic, &events(0, &USERS)).await;
+    wait_for(
+        Duration::from_secs(60),
+        "the events on the board",
+        || async { (top(&app).await.len() == 4).then_some(()) },
+    )
+    .await;
+    (setup, app, producer)
+}
+
+/// The `all` view's top stays `want` for 2 s.
+async fn top_stays(app: &Process, want: &[(String, f64, u64)], what: &str) {
+    assert_holds(Duration::from_secs(2), what, || async {
+        let got = top(app).await;
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .await;
+}
+
 /// `rankflow run` with `env`, once it answers `/healthz`.
 async fn serving(setup: &Setup, env: &[(&str, &str)]) -> Process {
     let app = Process::start_env(setup, env);
@@ -367,17 +402,7 @@ async fn hide_restore_and_erase_through_the_admin_api() {
 async fn a_lost_moderation_record_is_rebuilt_from_the_audit_topic_before_a_replay() {
     let broker = Broker::start();
     let redis = Redis::start();
-    let (mut setup, _) = audited(&broker, &redis).await;
-    let mut app = serving(&setup, &[]).await;
-    let producer = broker.producer();
-    let users = [("u1", 50), ("u2", 30), ("u3", 20), ("u4", 10)];
-    send_all(&producer, &setup.topic, &events(0, &users)).await;
-    wait_for(
-        Duration::from_secs(60),
-        "the events on the board",
-        || async { (top(&app).await.len() == 4).then_some(()) },
-    )
-    .await;
+    let (mut setup, mut app, _) = four_on_the_board(&broker, &redis).await;
     let hide = json!({"boards": ["points"], "reason": "exploit"});
     let (status, body, _) = post(&app.url("/v1/admin/members/u1/hide"), hide).await;
     assert_eq!(status, 200, "{body}");
@@ -400,15 +425,7 @@ async fn a_lost_moderation_record_is_rebuilt_from_the_audit_topic_before_a_repla
     )
     .await;
     let want = [("u3".to_string(), 20.0, 1), ("u4".to_string(), 10.0, 2)];
-    assert_holds(Duration::from_secs(2), "u1 hidden, u2 erased", || async {
-        let got = top(&app).await;
-        if got == want {
-            Ok(())
-        } else {
-            Err(format!("{got:?}"))
-        }
-    })
-    .await;
+    top_stays(&app, &want, "u1 hidden, u2 erased").await;
     let (_, u1) = admin_json(&app.url("/v1/admin/members/u1")).await;
     assert_eq!(u1["state"], "hidden", "{u1}");
     // Hidden from every board there is: `null`, as the action answered.
@@ -420,5 +437,61 @@ async fn a_lost_moderation_record_is_rebuilt_from_the_audit_topic_before_a_repla
     assert_eq!(u4["state"], "visible", "{u4}");
     println!(
         "verified: after FLUSHALL and a replay, the rebuilt record kept u1 hidden and u2 erased; top {want:?}"
+    );
+}
+
+/// Redis loses its data while rankflow keeps running (`FLUSHALL`: the
+/// consumer does not notice, and keeps the record it read). The next action
+/// finds the record missing, rebuilds it from the audit topic and raises
+/// its generation above the consumer's, so the consumer reads it again:
+/// the new hide applies at once, and the earlier hide and erasure hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_after_redis_lost_its_data_reaches_a_running_consumer() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let (setup, app, producer) = four_on_the_board(&broker, &redis).await;
+    let users = USERS;
+    let (status, body, _) = post(&app.url("/v1/admin/members/u1/hide"), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body, _) = post(&app.url("/v1/admin/members/u2/erase"), Value::Null).await;
+    assert_eq!(status, 200, "{body}");
+    // More actions: the record's count of them runs ahead of what a
+    // rebuilt record would count.
+    for action in ["hide", "restore"].repeat(4) {
+        let (status, body, _) = post(
+            &app.url(&format!("/v1/admin/members/u4/{action}")),
+            json!({}),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // Events after the actions: the consumer reads the record's newest
+    // generation.
+    send_all(&producer, &setup.topic, &events(5, &users)).await;
+    let both = [("u3".to_string(), 40.0, 1), ("u4".to_string(), 20.0, 2)];
+    wait_for(
+        Duration::from_secs(30),
+        "the events after the actions",
+        || async { (top(&app).await == both).then_some(()) },
+    )
+    .await;
+
+    redis.cli(&["FLUSHALL"]);
+    let (status, body, _) = post(&app.url("/v1/admin/members/u3/hide"), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    // New events of everyone; only u4's may show.
+    send_all(&producer, &setup.topic, &events(10, &users)).await;
+    wait_for(Duration::from_secs(30), "u4 back on the board", || async {
+        (!top(&app).await.is_empty()).then_some(())
+    })
+    .await;
+    let want = [("u4".to_string(), 10.0, 1)];
+    top_stays(&app, &want, "only u4 shows").await;
+    for (member, state) in [("u1", "hidden"), ("u2", "erased"), ("u3", "hidden")] {
+        let (_, body) = admin_json(&app.url(&format!("/v1/admin/members/{member}"))).await;
+        assert_eq!(body["state"], state, "{member}: {body}");
+    }
+    println!(
+        "verified: after FLUSHALL under a running consumer, a new hide reached it; top {want:?}"
     );
 }
