@@ -6,6 +6,8 @@
 //! connection never carries a broken one's state.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::archive::connect::Target;
 use crate::archive::copy::Archive;
@@ -18,18 +20,28 @@ use super::report::{MemberAction, MemberError};
 #[derive(Debug, Clone)]
 pub(crate) struct ArchiveStep {
     target: Target,
+    /// The schema was brought to this version once: later actions of the
+    /// process skip the check.
+    migrated: Arc<AtomicBool>,
 }
 
 impl ArchiveStep {
     pub(crate) fn new(target: Target) -> ArchiveStep {
-        ArchiveStep { target }
+        ArchiveStep {
+            target,
+            migrated: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// Connected, with the schema at this version (the columns the action
-    /// needs may be newer than the archiver that last migrated).
+    /// needs may be newer than the archiver that last migrated; migrations
+    /// only add, so once is enough).
     async fn connect(&self) -> Result<Archive, MemberError> {
         let mut archive = Archive::connect_to(&self.target).await.map_err(failed)?;
-        schema::migrate(archive.client()).await.map_err(failed)?;
+        if !self.migrated.load(Ordering::Acquire) {
+            schema::migrate(archive.client()).await.map_err(failed)?;
+            self.migrated.store(true, Ordering::Release);
+        }
         Ok(archive)
     }
 

@@ -400,6 +400,17 @@ pub(crate) async fn actions_settled(
     Ok(Some(generation.unwrap_or(0)))
 }
 
+/// Whether no member action is under way and the record is still at
+/// `generation` (read by [`actions_settled`] before step 1).
+pub(crate) async fn still_settled(
+    store: &Store,
+    prefix: &str,
+    now_ms: i64,
+    generation: i64,
+) -> Result<bool, ArchiveError> {
+    Ok(actions_settled(store, prefix, now_ms).await? == Some(generation))
+}
+
 /// Step 5: the keys (marker included) expire at end + retention again; at
 /// once if that has passed. Nothing to do for views kept forever.
 pub(crate) async fn restore_expiry(store: &Store, p: &DuePeriod) -> Result<(), ArchiveError> {

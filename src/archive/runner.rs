@@ -277,11 +277,8 @@ impl Archiver {
             self.prefix().to_string(),
             self.clock.clone(),
         );
-        let settled = async move {
-            let now = clock.now_ms();
-            let after = due::actions_settled(&store, &prefix, now).await?;
-            Ok(after == Some(generation))
-        };
+        let settled =
+            async move { due::still_settled(&store, &prefix, clock.now_ms(), generation).await };
         let archive = self
             .archive
             .as_mut()
@@ -323,8 +320,8 @@ impl Archiver {
     /// `generation` (step 0).
     async fn crossed(&self, generation: i64) -> bool {
         let now = self.clock.now_ms();
-        let settled = due::actions_settled(&self.store, self.prefix(), now).await;
-        !matches!(settled, Ok(Some(g)) if g == generation)
+        let settled = due::still_settled(&self.store, self.prefix(), now, generation).await;
+        !matches!(settled, Ok(true))
     }
 
     /// Steps 5 and 6: the keys expire at end + retention again, and the
