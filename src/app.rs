@@ -22,6 +22,7 @@ use crate::archive::connect::Target;
 use crate::archive::read::ArchiveReader;
 use crate::archive::runner::Archiver;
 use crate::board::BoardSet;
+use crate::checks::CheckSet;
 use crate::clock::SharedClock;
 use crate::config::{Config, ConfigError, KafkaConfig};
 use crate::deadletter::{DeadLetterError, DeadLetters};
@@ -128,6 +129,7 @@ impl AppError {
 /// naming the setting.
 pub(crate) fn preflight(config: &Config) -> Result<BoardSet, AppError> {
     let boards = config.compile_boards()?;
+    config.compile_checks()?;
     Decoder::new(config.kafka.max_event_bytes.get())?;
     client::check_run_clients(&config.kafka)?;
     Store::check_settings(&config.redis).map_err(AppError::redis)?;
@@ -235,9 +237,11 @@ pub async fn run(
     let metrics = telemetry::install().map_err(AppError::Metrics)?;
     // Fail on anything permanent before waiting for any server.
     let boards = Arc::new(preflight(&config)?);
+    let checks = Arc::new(config.compile_checks()?);
     // Reads of archived periods; an unusable URL ends the start-up (exit 2).
     let archive = Target::from_config(&config.archive)?.map(ArchiveReader::with_target);
     let parts = Parts {
+        checks,
         dead_letters: DeadLetters::new(&config.kafka)?,
         decoder: Arc::new(Decoder::new(config.kafka.max_event_bytes.get())?),
         boards: boards.clone(),
@@ -361,6 +365,7 @@ fn member_hasher(config: &Config) -> MemberHasher {
 /// What the consumer loop is built from, besides the config and the store.
 struct Parts {
     boards: Arc<BoardSet>,
+    checks: Arc<CheckSet>,
     decoder: Arc<Decoder>,
     dead_letters: Option<DeadLetters>,
     clock: SharedClock,
@@ -421,6 +426,7 @@ async fn consume(
 ) -> Result<(), AppError> {
     let Parts {
         boards,
+        checks,
         decoder,
         dead_letters,
         clock,
@@ -458,12 +464,14 @@ async fn consume(
     }
     let flusher = Flusher {
         writer,
+        checks: checks.clone(),
         clock: clock.clone(),
         health: health.clone(),
         dead_letters,
     };
     Engine {
         boards,
+        checks,
         decoder,
         consumer: consumer.clone(),
         rebalances: events_rx,

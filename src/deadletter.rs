@@ -1,10 +1,13 @@
-//! The dead-letter topic (docs/guarantees.md): messages that are not valid events, or
-//! that make a rule fail, are copied there with headers `rankflow-error`
+//! The dead-letter and quarantine topics (docs/guarantees.md,
+//! docs/checks.md): messages that are not valid events, or that make a rule
+//! fail, are copied to the dead-letter topic with headers `rankflow-error`
 //! (reason code), `rankflow-detail` (human message) and `rankflow-source`
-//! (`topic/partition/offset`), then skipped. A batch is acknowledged — and
-//! its offsets committed — only after its dead letters were delivered, so a
-//! dead-letter topic that cannot be written stops the partition rather than
-//! losing a message silently.
+//! (`topic/partition/offset`), then skipped; events that fail a check are
+//! copied unchanged to the quarantine topic, with `rankflow-check` (the
+//! check's name) instead of `rankflow-error`. A batch is acknowledged — and
+//! its offsets committed — only after its letters were delivered, so a
+//! topic that cannot be written stops the partition rather than losing a
+//! message silently.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,8 +30,17 @@ pub(crate) struct DeadLetter {
     pub(crate) offset: i64,
     pub(crate) key: Option<Vec<u8>>,
     pub(crate) payload: Vec<u8>,
-    pub(crate) reason: DlqReason,
+    pub(crate) why: Verdict,
     pub(crate) detail: String,
+}
+
+/// Why a message is not applied, which says where its letter goes.
+#[derive(Debug, Clone)]
+pub(crate) enum Verdict {
+    /// Not a valid event, or a rule failed on it: the dead-letter topic.
+    Invalid(DlqReason),
+    /// It failed the named check: the quarantine topic.
+    Quarantined(Arc<str>),
 }
 
 /// Longest `rankflow-detail` header, in bytes.
@@ -45,7 +57,7 @@ pub enum DeadLetterError {
     Client(KafkaError),
     /// A dead letter was not delivered: the producer's queue stayed full, or
     /// the broker refused or did not confirm the write.
-    #[error("could not write to the dead-letter topic {topic}: {source}")]
+    #[error("could not write to the topic {topic}: {source}")]
     Delivery {
         /// `kafka.dead_letter_topic`, the topic written to.
         topic: String,
@@ -54,33 +66,45 @@ pub enum DeadLetterError {
     },
 }
 
-/// Writes dead letters; cheap to clone.
+/// Writes dead letters and quarantined events; cheap to clone.
 #[derive(Clone)]
 pub struct DeadLetters {
     producer: FutureProducer,
-    topic: String,
+    /// `kafka.dead_letter_topic`: without it invalid messages are only
+    /// counted and logged.
+    topic: Option<String>,
+    /// `kafka.quarantine_topic` (required with checks).
+    quarantine: Option<String>,
 }
 
 impl std::fmt::Debug for DeadLetters {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeadLetters")
             .field("topic", &self.topic)
+            .field("quarantine", &self.quarantine)
             .finish()
     }
 }
 
 impl DeadLetters {
-    /// `None` when no dead-letter topic is configured.
+    /// `None` when neither a dead-letter nor a quarantine topic is
+    /// configured.
     pub fn new(config: &KafkaConfig) -> Result<Option<DeadLetters>, DeadLetterError> {
-        let Some(topic) = config.dead_letter_topic.clone() else {
+        let topic = config.dead_letter_topic.clone();
+        let quarantine = config.quarantine_topic.clone();
+        if topic.is_none() && quarantine.is_none() {
             return Ok(None);
-        };
+        }
         // Every `[kafka.client]` property a producer takes (TLS, SASL,
         // client id...) passes through; a rejected one names its key.
         let producer = client::dead_letter_properties(config)
             .and_then(|p| p.create::<FutureProducer>())
             .map_err(|e| DeadLetterError::Client(KafkaError::ClientCreation(e.to_string())))?;
-        Ok(Some(DeadLetters { producer, topic }))
+        Ok(Some(DeadLetters {
+            producer,
+            topic,
+            quarantine,
+        }))
     }
 
     /// Sends the dead letters not yet delivered and waits for every
@@ -92,6 +116,15 @@ impl DeadLetters {
     ) -> Result<(), DeadLetterError> {
         let mut pending = Vec::new();
         for (i, d) in letters.iter().enumerate() {
+            let (topic, header, value) = match &d.why {
+                Verdict::Invalid(reason) => (&self.topic, "rankflow-error", reason.code()),
+                Verdict::Quarantined(check) => (&self.quarantine, "rankflow-check", &**check),
+            };
+            let Some(topic) = topic else {
+                // No topic for it: counted and logged only.
+                delivered[i] = true;
+                continue;
+            };
             if delivered[i] {
                 continue;
             }
@@ -99,8 +132,8 @@ impl DeadLetters {
             let detail = truncate(&d.detail, MAX_DETAIL_BYTES);
             let headers = OwnedHeaders::new()
                 .insert(Header {
-                    key: "rankflow-error",
-                    value: Some(d.reason.code()),
+                    key: header,
+                    value: Some(value),
                 })
                 .insert(Header {
                     key: "rankflow-detail",
@@ -110,9 +143,7 @@ impl DeadLetters {
                     key: "rankflow-source",
                     value: Some(&source),
                 });
-            let mut record = FutureRecord::to(&self.topic)
-                .payload(&d.payload)
-                .headers(headers);
+            let mut record = FutureRecord::to(topic).payload(&d.payload).headers(headers);
             if let Some(k) = &d.key {
                 record = record.key(k);
             }
@@ -131,7 +162,7 @@ impl DeadLetters {
                     }
                     Err((e, _)) => {
                         return Err(DeadLetterError::Delivery {
-                            topic: self.topic.clone(),
+                            topic: topic.clone(),
                             source: e,
                         });
                     }
@@ -144,13 +175,15 @@ impl DeadLetters {
             match f.await {
                 Ok(Ok(_)) => {
                     delivered[i] = true;
-                    *written.entry(letters[i].reason).or_default() += 1;
+                    if let Verdict::Invalid(reason) = letters[i].why {
+                        *written.entry(reason).or_default() += 1;
+                    }
                 }
                 Ok(Err((e, _))) => {
-                    first_error.get_or_insert(e);
+                    first_error.get_or_insert((i, e));
                 }
                 Err(_canceled) => {
-                    first_error.get_or_insert(KafkaError::Canceled);
+                    first_error.get_or_insert((i, KafkaError::Canceled));
                 }
             }
         }
@@ -159,11 +192,19 @@ impl DeadLetters {
         }
         match first_error {
             None => Ok(()),
-            Some(source) => Err(DeadLetterError::Delivery {
-                topic: self.topic.clone(),
+            Some((i, source)) => Err(DeadLetterError::Delivery {
+                topic: self.topic_of(&letters[i].why).to_string(),
                 source,
             }),
         }
+    }
+
+    fn topic_of(&self, why: &Verdict) -> &str {
+        let topic = match why {
+            Verdict::Invalid(_) => &self.topic,
+            Verdict::Quarantined(_) => &self.quarantine,
+        };
+        topic.as_deref().unwrap_or("")
     }
 }
 

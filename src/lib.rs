@@ -39,6 +39,7 @@ pub mod api;
 pub mod app;
 pub mod archive;
 pub mod board;
+pub mod checks;
 pub mod cli;
 pub mod clock;
 pub mod config;

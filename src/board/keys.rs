@@ -153,6 +153,26 @@ pub(crate) fn member_index_key(prefix: &str, hash_hex: &str) -> String {
     format!("{prefix}:members:{{{bucket}}}")
 }
 
+/// Buckets of rate-check state: a batch's rate decisions take one script
+/// call per bucket on a Redis Cluster.
+pub(crate) const RATE_BUCKETS: u32 = 256;
+
+/// A member's rate-check state for events of type `event`
+/// (docs/redis-layout.md), e.g. `rankflow:rate:{3f}:score:u1`: the hash
+/// tag is the member's bucket, the low byte of the 32-bit FNV-1a hash of
+/// its id in two hex digits.
+pub(crate) fn rate_key(prefix: &str, event: &str, member: &str) -> String {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in member.as_bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!(
+        "{prefix}:rate:{{{:02x}}}:{event}:{member}",
+        h % RATE_BUCKETS
+    )
+}
+
 /// The lock of an action on the member whose keyed hash is `hash_hex`.
 pub(crate) fn member_lock_key(prefix: &str, hash_hex: &str) -> String {
     format!("{prefix}:member-lock:{hash_hex}")

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::board::{BoardSet, BoardSpec, Globals};
+use crate::checks::{CheckSet, CheckSpec};
 
 mod admin;
 pub(crate) mod conninfo;
@@ -59,6 +60,9 @@ pub struct Config {
     /// The `[[board]]` array.
     #[serde(default, rename = "board")]
     pub(crate) boards: Vec<BoardSpec>,
+    /// The `[[check]]` array (docs/checks.md).
+    #[serde(default, rename = "check")]
+    pub(crate) checks: Vec<CheckSpec>,
 }
 
 /// `[kafka]` (docs/configuration.md): what the consumer, the dead-letter
@@ -76,6 +80,10 @@ pub struct KafkaConfig {
     /// they are only counted and logged.
     #[serde(default)]
     pub(crate) dead_letter_topic: Option<String>,
+    /// Where events that fail a `[[check]]` go, unchanged (docs/checks.md);
+    /// required when checks are configured.
+    #[serde(default)]
+    pub(crate) quarantine_topic: Option<String>,
     /// Messages larger than this are rejected as `too_large` before parsing,
     /// so one huge payload cannot cost a JSON parse of unbounded size.
     #[serde(default = "default_max_event_bytes")]
@@ -104,6 +112,7 @@ impl fmt::Debug for KafkaConfig {
             .field("group_id", &self.group_id)
             .field("topics", &self.topics)
             .field("dead_letter_topic", &self.dead_letter_topic)
+            .field("quarantine_topic", &self.quarantine_topic)
             .field("max_event_bytes", &self.max_event_bytes)
             .field("client", &self.client_redacted())
             .finish()
@@ -475,6 +484,22 @@ impl Config {
     /// Compiles the `[[board]]` tables; mistakes name board and field.
     pub fn compile_boards(&self) -> Result<BoardSet, ConfigError> {
         Ok(BoardSet::compile(&self.boards, &self.globals())?)
+    }
+
+    /// Compiles the `[[check]]` tables; mistakes name check and field.
+    /// Checks need `[kafka] quarantine_topic`: what they stop is kept there.
+    pub fn compile_checks(&self) -> Result<CheckSet, ConfigError> {
+        let checks = CheckSet::compile(&self.checks).map_err(|e| ConfigError::Invalid {
+            location: e.location,
+            message: e.message,
+        })?;
+        if !checks.is_empty() && self.kafka.quarantine_topic.is_none() {
+            return Err(ConfigError::setting(
+                "kafka.quarantine_topic",
+                "is required with [[check]] entries: events that fail a check are kept there for review",
+            ));
+        }
+        Ok(checks)
     }
 }
 

@@ -4,6 +4,7 @@
 //! partition met for the first time gets the same index in both, and an
 //! event's outcome is recorded as its updates are added.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -11,14 +12,18 @@ use tokio::time::Instant;
 use crate::board::BoardSet;
 use crate::board::keys;
 use crate::board::resolve::Resolver;
+use crate::checks::CheckSet;
+use crate::deadletter::{DeadLetter, Verdict};
 use crate::event::EventType;
 use crate::moderation::{Route, Snapshot};
 use crate::rules::Update;
+use crate::sink::rates::{Candidate, Decision};
 use crate::sink::report::FlushReport;
 use crate::sink::updates::{Added, At, Updates};
 use crate::source::TopicPartition;
 use crate::telemetry::Outcome;
 
+use super::rated::{Held, Rated};
 use super::record::{AppliedEvent, Record, Settled};
 
 /// A decoded event, for [`Batch::add_event`].
@@ -42,6 +47,8 @@ pub struct Batch {
     pub(crate) record: Record,
     /// The board updates, per board instance.
     pub updates: Updates,
+    /// The events whose rate checks are decided when it is flushed.
+    pub(crate) rated: Rated,
 }
 
 impl Batch {
@@ -155,7 +162,50 @@ impl Batch {
         let gone = self.record.drop_partitions(revoked);
         if !gone.is_empty() {
             self.updates.drop_partitions(&gone);
+            self.rated.drop_partitions(&gone);
         }
+    }
+
+    /// Keeps an event taken with `outcome` for its rate checks.
+    pub(crate) fn add_rated(&mut self, candidate: Candidate, held: Held) {
+        self.rated.push(candidate, held);
+    }
+
+    /// Applies the rate checks' decisions on the rated events (in their
+    /// order): a failed event leaves the boards' updates and its count,
+    /// counts `quarantined` and becomes a letter for the quarantine topic.
+    pub(crate) fn quarantine_rated(&mut self, checks: &CheckSet, decisions: &[Decision]) {
+        let mut gone = HashSet::new();
+        let rated = std::mem::take(&mut self.rated);
+        for ((c, held), decision) in rated.candidates.iter().zip(&rated.held).zip(decisions) {
+            let Decision::Failed(i) = *decision else {
+                continue;
+            };
+            let Some(check) = checks.rates(c.kind).and_then(|g| g.checks.get(i)) else {
+                continue;
+            };
+            gone.insert((c.part, c.offset));
+            self.record.uncount(c.part, c.offset, c.kind, held.outcome);
+            self.record
+                .count(c.part, Some(c.kind), Outcome::Quarantined);
+            let rate = check.rate;
+            self.record.dead_letters.push(DeadLetter {
+                topic: held.topic.clone(),
+                partition: held.partition,
+                offset: c.offset,
+                key: held.key.clone(),
+                payload: held.payload.clone(),
+                why: Verdict::Quarantined(check.name.clone()),
+                detail: format!(
+                    "member {:?} had {} events within {} ms of event time before {} (max_rate {}/{} ms)",
+                    c.member, rate.count, rate.length_ms, c.ts, rate.count, rate.length_ms
+                ),
+            });
+        }
+        if !gone.is_empty() {
+            self.updates.drop_events(&gone);
+        }
+        self.rated = rated;
     }
 
     /// The batch's final counts, given what Redis reported applying it

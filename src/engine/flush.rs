@@ -2,7 +2,9 @@
 //! batch's calls at once (while the batch before it is still being applied),
 //! waits for that batch, delivers the batch's dead letters, applies the
 //! calls, and retries either with capped backoff until it succeeds or the
-//! process shuts down. Retrying is safe: every script call is fenced and
+//! process shuts down. A batch with events that have rate checks
+//! (docs/checks.md) has them decided in Redis once the batch before it is
+//! applied, and is encoded after that, without the quarantined ones. Retrying is safe: every script call is fenced and
 //! delivered dead letters are not sent again. After success it records the
 //! partitions' positions in Redis.
 
@@ -12,11 +14,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::checks::CheckSet;
 use crate::clock::SharedClock;
 use crate::deadletter::DeadLetters;
 use crate::health::Health;
 use crate::sink::call::Call;
 use crate::sink::positions;
+use crate::sink::rates;
 use crate::sink::report::FlushReport;
 use crate::sink::store::{Scripts, StoreError};
 use crate::sink::writer::Writer;
@@ -46,6 +50,8 @@ pub(crate) enum Flushed {
 pub(crate) struct Flusher {
     /// Writes the batches' updates to Redis.
     pub(crate) writer: Arc<Writer>,
+    /// The `[[check]]` entries, for the rate checks' decisions.
+    pub(crate) checks: Arc<CheckSet>,
     /// The clock a batch is applied at (window cutoffs, closes).
     pub(crate) clock: SharedClock,
     /// Told whether Redis is reachable.
@@ -73,7 +79,7 @@ impl Flusher {
 
     async fn run(
         self,
-        batch: Batch,
+        mut batch: Batch,
         previous: Option<oneshot::Receiver<bool>>,
         done: oneshot::Sender<bool>,
         mut shutdown: watch::Receiver<bool>,
@@ -81,13 +87,25 @@ impl Flusher {
         // The Redis state this batch follows on from; if Redis turns out to
         // have lost state meanwhile, the batch must not be applied.
         let scripts = self.writer.store().scripts();
-        let prepared = self.writer.prepare(&batch.updates);
+        let early = batch
+            .rated
+            .is_empty()
+            .then(|| self.writer.prepare(&batch.updates));
         if let Some(previous) = previous
             && previous.await != Ok(true)
         {
             return Flushed::Abandoned;
         }
         let started = Instant::now();
+        let prepared = match early {
+            Some(prepared) => prepared,
+            None => {
+                if let Err(gave_up) = self.decide_rates(&mut batch, &scripts, &mut shutdown).await {
+                    return gave_up;
+                }
+                self.writer.prepare(&batch.updates)
+            }
+        };
         let mut backoff = BACKOFF_START;
         let mut delivered = vec![false; batch.record.dead_letters.len()];
         loop {
@@ -127,6 +145,59 @@ impl Flusher {
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = shutdown.changed() => return Flushed::Abandoned,
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// Has the batch's rate checks decided (retried like the batch), and
+    /// takes the quarantined events out of it.
+    async fn decide_rates(
+        &self,
+        batch: &mut Batch,
+        scripts: &Scripts,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), Flushed> {
+        let store = self.writer.store();
+        let prefix = &self.writer.boards().key_prefix;
+        let applied = batch.record.applied_marks();
+        let mut backoff = BACKOFF_START;
+        loop {
+            if store.epoch() != scripts.epoch {
+                return Err(Flushed::LostState);
+            }
+            let fields = &batch.updates.fields;
+            let candidates = &batch.rated.candidates;
+            match rates::decide(
+                store,
+                scripts,
+                prefix,
+                &self.checks,
+                fields,
+                &applied,
+                candidates,
+            )
+            .await
+            {
+                Ok(decisions) => {
+                    batch.quarantine_rated(&self.checks, &decisions);
+                    return Ok(());
+                }
+                Err(e @ StoreError::LostState) => {
+                    self.failed(&e, RedisCall::LostState, batch.messages(), Duration::ZERO);
+                    return Err(Flushed::LostState);
+                }
+                Err(e) => {
+                    self.health.redis_failed(&e.to_string());
+                    self.failed(&e, RedisCall::Batch, batch.messages(), backoff);
+                }
+            }
+            if *shutdown.borrow() {
+                return Err(Flushed::Abandoned);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.changed() => return Err(Flushed::Abandoned),
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }

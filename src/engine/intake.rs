@@ -1,6 +1,8 @@
 //! Taking one message into the batch being built: decode it, check its
-//! time against the clock, run the board rules, add its updates and count
-//! it; a message that fails any step becomes a dead letter.
+//! time against the clock, run its rule checks (docs/checks.md), run the
+//! board rules, add its updates and count it; a message that fails a step
+//! becomes a dead letter, one that fails a check a quarantined letter, and
+//! one with rate checks waits in the batch for their decision.
 
 use std::sync::Arc;
 
@@ -8,16 +10,20 @@ use rdkafka::Message;
 
 use crate::board::BoardSet;
 use crate::board::resolve::Resolver;
-use crate::deadletter::DeadLetter;
+use crate::checks::{CheckSet, Screened};
+use crate::deadletter::{DeadLetter, Verdict};
 use crate::event::{Decoder, EventType};
 use crate::moderation::{Cell, Snapshot};
 use crate::rules;
+use crate::sink::rates::Candidate;
 use crate::telemetry::{DlqReason, Outcome};
 
 use super::batch::{Batch, Taken};
+use super::rated::Held;
 
 pub(crate) struct Intake {
     boards: Arc<BoardSet>,
+    checks: Arc<CheckSet>,
     decoder: Arc<Decoder>,
     resolver: Resolver,
     /// Topic names seen, shared by every message of the topic.
@@ -58,6 +64,7 @@ struct Rejection {
 impl Intake {
     pub fn new(
         boards: Arc<BoardSet>,
+        checks: Arc<CheckSet>,
         decoder: Arc<Decoder>,
         max_event_bytes: usize,
         keep_payloads: bool,
@@ -66,6 +73,7 @@ impl Intake {
         Intake {
             resolver: Resolver::new(&boards),
             boards,
+            checks,
             decoder,
             topics: Vec::new(),
             max_event_bytes,
@@ -111,6 +119,23 @@ impl Intake {
             let why = reject(Some(event.kind), DlqReason::FutureTs, detail);
             return self.reject(batch, &topic, msg, why);
         }
+        if self.snapshot.generation != self.moderation.generation() {
+            self.snapshot = self.moderation.current();
+        }
+        let rated = match self.screen(event.kind, &event.fields) {
+            Screened::Pass => None,
+            Screened::Rate { member } => Some(member),
+            Screened::Fail { check, detail } => {
+                batch.count(part, Some(event.kind), Outcome::Quarantined);
+                tracing::debug!(topic = %topic, partition = msg.partition(), offset = msg.offset(), check = %check, detail = %detail, "Event quarantined.");
+                let letter = letter(&topic, msg, msg.payload().unwrap_or(&[]).to_vec());
+                batch
+                    .record
+                    .dead_letters
+                    .push(letter(Verdict::Quarantined(check), detail));
+                return;
+            }
+        };
         let mut updates = recycle(std::mem::take(&mut self.updates));
         if let Err(e) = rules::evaluate(&self.boards, &event, &mut updates) {
             self.updates = recycle(updates);
@@ -123,10 +148,7 @@ impl Intake {
             ts: event.ts,
             kind: event.kind,
         };
-        if self.snapshot.generation != self.moderation.generation() {
-            self.snapshot = self.moderation.current();
-        }
-        batch.add_moderated_event(
+        let outcome = batch.add_moderated_event(
             &self.boards,
             &mut self.resolver,
             taken,
@@ -135,6 +157,36 @@ impl Intake {
             &self.snapshot,
         );
         self.updates = recycle(updates);
+        if let Some(member) = rated {
+            let held = Held {
+                topic,
+                partition: msg.partition(),
+                key: msg.key().map(<[u8]>::to_vec),
+                payload: msg.payload().unwrap_or(&[]).to_vec(),
+                outcome,
+            };
+            let candidate = Candidate {
+                part,
+                offset: msg.offset(),
+                ts: event.ts,
+                kind: event.kind,
+                member,
+            };
+            batch.add_rated(candidate, held);
+        }
+    }
+
+    /// Runs the checks of an event of type `kind`. The rate checks of an
+    /// erased member are not kept: its state would keep its id in Redis,
+    /// and its own boards drop its events anyway.
+    fn screen(&self, kind: EventType, fields: &dyn crate::expr::Record) -> Screened {
+        if self.checks.is_empty() {
+            return Screened::Pass;
+        }
+        match self.checks.screen(kind, fields) {
+            Screened::Rate { member } if self.snapshot.is_erased(&member) => Screened::Pass,
+            screened => screened,
+        }
     }
 
     fn reject<M: Message>(&self, batch: &mut Batch, topic: &Arc<str>, msg: &M, why: Rejection) {
@@ -148,15 +200,28 @@ impl Intake {
         } else {
             Vec::new()
         };
-        batch.record.dead_letters.push(DeadLetter {
-            topic: topic.clone(),
-            partition: msg.partition(),
-            offset: msg.offset(),
-            key: msg.key().map(<[u8]>::to_vec),
-            payload,
-            reason: why.reason,
-            detail: why.detail,
-        });
+        let letter = letter(topic, msg, payload);
+        batch
+            .record
+            .dead_letters
+            .push(letter(Verdict::Invalid(why.reason), why.detail));
+    }
+}
+
+/// The letter of a message that is not applied, given why.
+fn letter<'m, M: Message>(
+    topic: &'m Arc<str>,
+    msg: &'m M,
+    payload: Vec<u8>,
+) -> impl FnOnce(Verdict, String) -> DeadLetter + 'm {
+    move |why, detail| DeadLetter {
+        topic: topic.clone(),
+        partition: msg.partition(),
+        offset: msg.offset(),
+        key: msg.key().map(<[u8]>::to_vec),
+        payload,
+        why,
+        detail,
     }
 }
 

@@ -8,7 +8,8 @@
 //! ordered acknowledgements), the partition tracker (`partitions.rs`),
 //! backpressure (`backpressure.rs`), the intake of one message
 //! (`intake.rs`: a message into the [`batch`], which keeps the engine's
-//! [`record`] beside the sink's updates), the position lookups
+//! [`record`] beside the sink's updates, and the events waiting for their
+//! rate checks, `rated.rs`), the position lookups
 //! (`resume.rs`), the batch report (`report.rs`) and the shutdown drain
 //! (`drain.rs`); what the loop is given is [`Engine`] (`setup.rs`). It
 //! reaches Kafka and Redis only through the narrow interfaces of [`port`],
@@ -33,6 +34,7 @@ mod intake;
 mod partitions;
 pub(crate) mod port;
 mod queue;
+mod rated;
 pub(crate) mod record;
 mod report;
 mod resume;

@@ -123,6 +123,25 @@ impl Record {
         *self.outcomes.entry((part, kind, outcome)).or_insert(0) += 1;
     }
 
+    /// Takes back an event's count or its place among the events waiting
+    /// for Redis: it was quarantined after it was taken.
+    pub(crate) fn uncount(&mut self, part: u16, offset: i64, kind: EventType, outcome: Outcome) {
+        if outcome == Outcome::Applied {
+            self.applied
+                .retain(|e| !(e.part == part && e.offset == offset));
+        } else if let Some(n) = self.outcomes.get_mut(&(part, Some(kind), outcome)) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// Per partition index: the highest offset known applied, everything
+    /// before the batch's first offset (the batch before it was applied
+    /// before this one is flushed; a partition resumes where Redis recorded
+    /// it applied).
+    pub(crate) fn applied_marks(&self) -> Vec<i64> {
+        self.parts.iter().map(|p| p.first_offset - 1).collect()
+    }
+
     /// Keeps an event with updates in the batch until Redis answered.
     pub(crate) fn applying(&mut self, event: AppliedEvent) {
         self.applied.push(event);

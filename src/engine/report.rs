@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use crate::board::BoardSet;
+use crate::deadletter::Verdict;
 use crate::sink::report::FlushReport;
 use crate::telemetry::events;
 
@@ -42,11 +43,29 @@ pub(crate) fn emit_batch(
         ranges: report.conflicts,
     }
     .emit();
-    let dead_letters = &batch.record.dead_letters;
-    if let Some(first) = dead_letters.first() {
+    let invalid = || {
+        batch
+            .record
+            .dead_letters
+            .iter()
+            .filter_map(|d| match d.why {
+                Verdict::Invalid(reason) => Some((d, reason)),
+                Verdict::Quarantined(_) => None,
+            })
+    };
+    let mut quarantined = std::collections::BTreeMap::<&str, u64>::new();
+    for d in &batch.record.dead_letters {
+        if let Verdict::Quarantined(check) = &d.why {
+            *quarantined.entry(check).or_default() += 1;
+        }
+    }
+    for (check, count) in quarantined {
+        events::Quarantined { check, count }.emit();
+    }
+    if let Some((first, first_reason)) = invalid().next() {
         events::InvalidSkipped {
-            count: dead_letters.len(),
-            first_reason: first.reason,
+            count: invalid().count(),
+            first_reason,
             first_detail: &first.detail,
             first_source: format!("{}/{}/{}", first.topic, first.partition, first.offset),
         }

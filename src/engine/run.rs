@@ -90,6 +90,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
         let (resume_tx, resumes) = tokio::sync::mpsc::unbounded_channel();
         let intake = Intake::new(
             engine.boards.clone(),
+            engine.checks,
             engine.decoder,
             engine.max_event_bytes,
             sink.keeps_payloads(),

@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::board::BoardSet;
+use crate::checks::CheckSet;
 use crate::clock::SharedClock;
 use crate::config::BatchConfig;
 use crate::event::Decoder;
@@ -22,6 +23,8 @@ use super::port::{Sink, Source};
 /// the librdkafka consumer and the Redis [`Flusher`].
 pub(crate) struct Engine<Src: Source = KafkaConsumer, Snk: Sink = Flusher> {
     pub(crate) boards: Arc<BoardSet>,
+    /// The `[[check]]` entries (docs/checks.md).
+    pub(crate) checks: Arc<CheckSet>,
     pub(crate) decoder: Arc<Decoder>,
     pub(crate) consumer: Arc<Src>,
     pub(crate) rebalances: UnboundedReceiver<RebalanceEvent>,

@@ -269,6 +269,7 @@ impl Harness {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let engine = Engine {
             boards: Arc::new(boards()),
+            checks: Default::default(),
             decoder: Arc::new(Decoder::new(65536).unwrap()),
             consumer: source.clone(),
             rebalances: rebalance_rx,

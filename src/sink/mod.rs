@@ -5,7 +5,7 @@
 //! it: the caches of what was written recently ([`caches`]: key
 //! [`expiry`], [`due`] periods of the archive, [`scopes`] registries, the [`members`] index of moderation), the
 //! pre-aggregation rules ([`aggregate`]), the partition [`positions`]
-//! recorded in Redis, and window trimming ([`trim`] on demand, the
+//! recorded in Redis, the decisions of rate checks ([`rates`]), and window trimming ([`trim`] on demand, the
 //! background [`trimmer`]).
 //!
 //! This file only declares the modules: none of them reaches back into it.
@@ -19,6 +19,7 @@ pub(crate) mod expiry;
 pub mod members;
 pub mod moves;
 pub(crate) mod positions;
+pub(crate) mod rates;
 pub mod reply;
 pub mod report;
 pub(crate) mod scopes;

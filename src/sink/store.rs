@@ -32,6 +32,9 @@ pub(crate) const APPLY_LUA: &str = concat!(
 /// The script that records partition positions.
 pub(crate) const POSITIONS_LUA: &str = include_str!("lua/positions.lua");
 
+/// The script that decides rate checks (`super::rates`).
+pub(crate) const RATES_LUA: &str = include_str!("lua/rates.lua");
+
 /// Commands per pipelined round trip. `redis.response_timeout_ms` bounds
 /// a whole round trip (the client times the pipeline, not each reply), so a
 /// batch goes out in round trips of this many apply calls (each at most
@@ -146,6 +149,7 @@ pub struct Scripts {
     pub(crate) epoch: u64,
     pub(crate) apply: String,
     pub(crate) positions: String,
+    pub(crate) rates: String,
 }
 
 /// The connection: one node, or a Redis Cluster (commands routed by key,
@@ -296,7 +300,7 @@ impl Store {
                 .unwrap_or(0)
         );
         let mut shas = Vec::new();
-        for text in [APPLY_LUA, POSITIONS_LUA] {
+        for text in [APPLY_LUA, POSITIONS_LUA, RATES_LUA] {
             // On a cluster, SCRIPT LOAD goes to every primary.
             let sha: String = self
                 .query(
@@ -309,6 +313,7 @@ impl Store {
         }
         let scripts = Scripts {
             epoch,
+            rates: shas.pop().unwrap_or_default(),
             positions: shas.pop().unwrap_or_default(),
             apply: shas.pop().unwrap_or_default(),
         };

@@ -263,6 +263,14 @@ impl Updates {
         }
     }
 
+    /// Drops the updates of the events `gone` (partition index, offset):
+    /// they were quarantined.
+    pub(crate) fn drop_events(&mut self, gone: &std::collections::HashSet<(u16, i64)>) {
+        for inst in &mut self.instances {
+            inst.updates.retain(|u| !gone.contains(&(u.part, u.offset)));
+        }
+    }
+
     /// What became of each event's updates, per (partition, offset), given
     /// what Redis reported applying them; `None` when Redis took every
     /// update sent and the fences skipped nothing (the common case, which

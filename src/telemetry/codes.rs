@@ -24,16 +24,20 @@ pub enum Outcome {
     /// Its member was erased from every board it would change: it changed
     /// nothing.
     Erased,
+    /// It failed a check (docs/checks.md): it went to the quarantine topic
+    /// and changed nothing.
+    Quarantined,
 }
 
 impl Outcome {
-    pub(crate) const ALL: [Outcome; 6] = [
+    pub(crate) const ALL: [Outcome; 7] = [
         Outcome::Applied,
         Outcome::Filtered,
         Outcome::Invalid,
         Outcome::Late,
         Outcome::Hidden,
         Outcome::Erased,
+        Outcome::Quarantined,
     ];
 
     pub(crate) fn label(self) -> &'static str {
@@ -44,6 +48,7 @@ impl Outcome {
             Outcome::Late => "late",
             Outcome::Hidden => "hidden",
             Outcome::Erased => "erased",
+            Outcome::Quarantined => "quarantined",
         }
     }
 }

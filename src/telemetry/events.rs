@@ -152,6 +152,20 @@ impl DeadLettered {
     }
 }
 
+/// Events of an acknowledged batch that failed a check, per check.
+pub(crate) struct Quarantined<'a> {
+    pub(crate) check: &'a str,
+    pub(crate) count: u64,
+}
+
+impl Quarantined<'_> {
+    pub(crate) fn emit(self) {
+        if self.count > 0 {
+            metrics::counter!(QUARANTINED, "check" => self.check.to_string()).increment(self.count);
+        }
+    }
+}
+
 /// Dead letters could not be written; the batch waits and is retried.
 pub(crate) struct DeadLetterWriteFailed<'a> {
     pub(crate) error: &'a dyn Display,

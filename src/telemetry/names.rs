@@ -15,6 +15,8 @@ pub(crate) const WINDOW_EVICTIONS: &str = "rankflow_window_evictions_total";
 pub(crate) const SCORE_OVERFLOW: &str = "rankflow_score_overflow_total";
 /// Partition groups skipped because their offsets were already applied.
 pub(crate) const DUPLICATES: &str = "rankflow_duplicate_batches_total";
+/// Events that failed a check and went to the quarantine topic, per check.
+pub(crate) const QUARANTINED: &str = "rankflow_quarantined_total";
 /// Failed attempts to write dead letters (the batch waits and is retried).
 pub(crate) const DLQ_ERRORS: &str = "rankflow_dlq_errors_total";
 /// 1 while the consumer can write to Redis, 0 during an outage.
@@ -112,6 +114,11 @@ pub(crate) const METRICS: &[Metric] = &[
         name: DLQ,
         kind: Kind::Counter,
         help: "Messages sent to the dead-letter topic, by reason.",
+    },
+    Metric {
+        name: QUARANTINED,
+        kind: Kind::Counter,
+        help: "Events that failed a check and went to the quarantine topic, by check.",
     },
     Metric {
         name: REBALANCES,

@@ -310,6 +310,7 @@ async fn healthz_says_what_is_down_without_addresses_or_driver_errors() {
         extra: String::new(),
         boards: BOARDS.to_string(),
         dlq: None,
+        quarantine: None,
         client: Vec::new(),
     };
     let p = Process::start(&setup);

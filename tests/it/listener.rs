@@ -49,6 +49,7 @@ fn offline() -> Setup {
         extra: String::new(),
         boards: BOARDS.to_string(),
         dlq: None,
+        quarantine: None,
         client: Vec::new(),
     }
 }

@@ -18,6 +18,7 @@ mod board_model;
 mod browser;
 mod calendar;
 mod chaos;
+mod checks;
 mod closing;
 mod cluster;
 mod composite;

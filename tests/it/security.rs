@@ -120,6 +120,7 @@ fn with_url(setup: &Setup, redis_url: String) -> Setup {
         extra: setup.extra.clone(),
         boards: setup.boards.clone(),
         dlq: setup.dlq.clone(),
+        quarantine: setup.quarantine.clone(),
         client: setup.client.clone(),
     }
 }

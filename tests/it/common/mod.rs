@@ -10,6 +10,7 @@ pub mod archive_env;
 pub mod composite;
 pub mod direct;
 pub mod history;
+pub mod letters;
 pub mod offsets;
 pub mod postgres;
 pub mod reference;
@@ -820,6 +821,8 @@ pub struct Setup {
     pub boards: String,
     /// `kafka.dead_letter_topic`, if any.
     pub dlq: Option<String>,
+    /// `kafka.quarantine_topic`, if any.
+    pub quarantine: Option<String>,
     /// More `[kafka.client]` properties, as (name, value).
     pub client: Vec<(String, String)>,
 }
@@ -844,6 +847,7 @@ impl Setup {
             extra: String::new(),
             boards: boards.to_string(),
             dlq: None,
+            quarantine: None,
             client: Vec::new(),
         }
     }
@@ -858,6 +862,7 @@ brokers = "{brokers}"
 group_id = "{group}"
 topics = ["{topic}"]
 {dlq}
+{quarantine}
 [kafka.client]
 "session.timeout.ms" = "6000"
 "max.poll.interval.ms" = "10000"
@@ -893,6 +898,11 @@ listen = "127.0.0.1:0"
                 .dlq
                 .as_ref()
                 .map(|t| format!("dead_letter_topic = \"{t}\""))
+                .unwrap_or_default(),
+            quarantine = self
+                .quarantine
+                .as_ref()
+                .map(|t| format!("quarantine_topic = \"{t}\""))
                 .unwrap_or_default(),
         )
     }
