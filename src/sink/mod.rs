@@ -19,7 +19,7 @@ pub(crate) mod expiry;
 pub mod members;
 pub mod moves;
 pub(crate) mod positions;
-pub(crate) mod rates;
+pub mod rates;
 pub mod reply;
 pub mod report;
 pub(crate) mod scopes;

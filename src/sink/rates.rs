@@ -30,19 +30,22 @@ pub(crate) const KEEP_AFTER_MS: i64 = 3_600_000;
 
 /// One event to decide.
 #[derive(Debug, Clone)]
-pub(crate) struct Candidate {
+pub struct Candidate {
     /// Index of its partition in the batch (`Updates::fields`).
-    pub(crate) part: u16,
-    pub(crate) offset: i64,
-    pub(crate) ts: i64,
-    pub(crate) kind: EventType,
+    pub part: u16,
+    /// Its offset in that partition.
+    pub offset: i64,
+    /// Its event time (ms).
+    pub ts: i64,
+    /// Its type: which rate checks count it.
+    pub kind: EventType,
     /// Whose rate counts it.
-    pub(crate) member: String,
+    pub member: String,
 }
 
 /// What the rate checks decided on one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
+pub enum Decision {
     /// Passed: counted for its member.
     Pass,
     /// Its batch was applied before (a redelivery): the fences skip it.
@@ -53,8 +56,9 @@ pub(crate) enum Decision {
 
 /// Decides `candidates` (in their order, which is the partitions' order).
 /// `fields` names the batch's partitions and `applied` gives, per
-/// partition, the highest offset known applied.
-pub(crate) async fn decide(
+/// partition, the highest offset known applied. (Public for the tests that
+/// drive it against a real Redis.)
+pub async fn decide(
     store: &Store,
     scripts: &Scripts,
     prefix: &str,

@@ -9,7 +9,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::letters::{Letter, read_letters};
 use common::reference::{Boards, now_ms, wait_boards_or_show};
@@ -57,7 +57,7 @@ struct Sent {
 /// eight sends bursts of events with the same time.
 fn events(n: usize, users: usize, partitions: i32, step_ms: i64, seed: u64) -> Vec<Sent> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let base = now_ms() - 2 * 3_600_000;
+    let base = now_ms() - n as i64 * step_ms - 60_000;
     let mut out = Vec::with_capacity(n);
     let mut i = 0;
     while out.len() < n {
@@ -199,5 +199,260 @@ async fn events_failing_a_check_reach_the_quarantine_topic_unchanged_and_change_
         sent.len(),
         per_check("points_cap"),
         per_check("score_rate")
+    );
+}
+
+const PARTITIONS: i32 = 6;
+/// Events per second, sent as `RATE / 10` every 100 ms.
+const RATE: usize = 1_000;
+const PRODUCE_FOR: Duration = Duration::from_secs(30);
+const KILL_EVERY: Duration = Duration::from_secs(3);
+const KILLS: usize = 8;
+
+/// The chaos pattern of the exactly-once tests (`repeated_kill`): three
+/// instances share the group while events flow, and one after the other
+/// is killed with `kill -9` and started again. Decisions must not depend
+/// on which instance saw an event, on batch boundaries or on redeliveries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_killed_in_turn_quarantine_exactly_what_the_model_does() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let mut setup = setup(&broker, &redis);
+    setup.batch = (1000, 20);
+    broker.create_topic(&setup.topic, PARTITIONS).await;
+    let total = RATE * PRODUCE_FOR.as_secs() as usize;
+    // 60 members, each about 3.5 events per minute of event time: near
+    // the limit of 3, so that passing and failing alternate.
+    let sent = events(total, 60, PARTITIONS, 285, 11);
+    let (expect_q, expect) = model(&setup.topic, &sent);
+    let messages: Vec<(i32, Vec<u8>)> = sent
+        .iter()
+        .map(|e| (e.partition, e.payload.clone()))
+        .collect();
+    let mut fleet = [
+        Process::start(&setup),
+        Process::start(&setup),
+        Process::start(&setup),
+    ];
+    let started = Instant::now();
+    let producer = broker.producer();
+    let topic = setup.topic.clone();
+    let produce = tokio::spawn(async move {
+        let start = tokio::time::Instant::now();
+        for (k, chunk) in messages.chunks(RATE / 10).enumerate() {
+            tokio::time::sleep_until(start + Duration::from_millis(100 * k as u64)).await;
+            send_all(&producer, &topic, chunk).await;
+        }
+    });
+    for kill in 0..KILLS {
+        tokio::time::sleep_until((started + KILL_EVERY * (kill as u32 + 1)).into()).await;
+        let victim = kill % fleet.len();
+        fleet[victim].kill9();
+        let applied = redis.positions_sum(&setup.prefix).await;
+        fleet[victim] = Process::start(&setup);
+        println!(
+            "injected: kill -9 #{} of instance {victim} at {:.1} s ({applied} events applied), restarted",
+            kill + 1,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    produce.await.expect("producer");
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(120), || {
+        fleet
+            .iter()
+            .map(Process::log)
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    })
+    .await;
+    let topic = setup.quarantine.clone().unwrap_or_default();
+    let letters = read_letters(&broker, &topic, Duration::from_secs(60), QUIET, |l| {
+        by_source(l).len() >= expect_q.len()
+    })
+    .await;
+    let got = by_source(&letters);
+    let missing: Vec<_> = expect_q
+        .keys()
+        .filter(|s| !got.contains_key(*s))
+        .take(5)
+        .collect();
+    let extra: Vec<_> = got
+        .keys()
+        .filter(|s| !expect_q.contains_key(*s))
+        .take(5)
+        .collect();
+    assert_eq!(
+        got, expect_q,
+        "quarantined sources differ: missing {missing:?}, extra {extra:?}"
+    );
+    println!(
+        "verified: after {KILLS} kill -9s of 3 instances, {} of {total} events quarantined as the model does ({} letters, {} sent again), and the board equals the model's",
+        expect_q.len(),
+        letters.len(),
+        letters.len() - got.len()
+    );
+}
+
+/// The rates script driven directly against a real Redis, as flushes call
+/// it, through random batches, redeliveries of batches that were decided
+/// but not applied, and stale redeliveries from a consumer that lost its
+/// partitions: every first decision must equal the reference model's, and
+/// every later one on the same event the same again (or `Applied` once the
+/// state knows its batch applied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_decisions_hold_through_batches_and_redeliveries_against_a_model() {
+    use rankflow::config::Config;
+    use rankflow::event::EventType;
+    use rankflow::sink::rates::{Candidate, Decision, decide};
+    use rankflow::sink::store::Store;
+
+    let redis = Redis::start();
+    let prefix = unique("rf");
+    let text = format!(
+        "{BOARDS}\n[[check]]\nname = \"slow_rate\"\nevent = \"score\"\nmember = \"user_id\"\nmax_rate = \"5/5m\"\n\
+         [kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\nquarantine_topic = \"q\"\n\
+         [redis]\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\n",
+        redis.url()
+    );
+    let cfg = Config::from_toml(&text, std::path::Path::new("t.toml"), Vec::new()).expect("config");
+    let checks = cfg.compile_checks().expect("checks");
+    let store = Store::connect(&cfg.redis).await.expect("redis");
+    let scripts = store.scripts();
+    let fields = vec!["t/0".to_string(), "t/1".to_string()];
+    let limits = [(3usize, 60_000i64), (5, 300_000)];
+
+    let mut rng = SmallRng::seed_from_u64(5);
+    // Per partition: the events, as (member, ts).
+    let mut log: [Vec<(String, i64)>; 2] = [Vec::new(), Vec::new()];
+    let mut ts = 1_763_700_000_000i64;
+    for _ in 0..3_000 {
+        ts += [0, 0, 5_000, 20_000, 90_000][rng.random_range(0..5)];
+        // A member's events are in one partition, so they arrive in the
+        // order of their times, whatever the interleaving of partitions.
+        let m = rng.random_range(0..6);
+        log[m % 2].push((format!("m{m}"), ts));
+    }
+    // The model: each member's passed times, and every first decision.
+    let mut passed: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut first: BTreeMap<(u16, i64), Decision> = BTreeMap::new();
+    let mut model = |part: u16, offset: i64, member: &str, ts: i64| -> Decision {
+        *first.entry((part, offset)).or_insert_with(|| {
+            let history = passed.entry(member.to_string()).or_default();
+            for (i, (n, length)) in limits.iter().enumerate() {
+                let within = history
+                    .iter()
+                    .filter(|&&t| t > ts - length && t <= ts)
+                    .count();
+                if within >= *n {
+                    return Decision::Failed(i);
+                }
+            }
+            history.push(ts);
+            Decision::Pass
+        })
+    };
+    // Per partition: the position (next offset applied) and how far
+    // decisions reached.
+    let mut position = [0i64; 2];
+    let mut reached = [0i64; 2];
+    let (mut batches, mut again, mut stale, mut skipped) = (0, 0, 0, 0);
+    while position
+        .iter()
+        .zip(&log)
+        .any(|(p, l)| (*p as usize) < l.len())
+    {
+        // A batch: from each partition's position, up to 40 events,
+        // interleaved at random (each partition in its order).
+        let mut next = position;
+        let mut candidates = Vec::new();
+        let take = rng.random_range(1..40);
+        for _ in 0..take {
+            let p = rng.random_range(0..2usize);
+            let Some((member, ts)) = log[p].get(next[p] as usize) else {
+                continue;
+            };
+            candidates.push(Candidate {
+                part: p as u16,
+                offset: next[p],
+                ts: *ts,
+                kind: EventType::Score,
+                member: member.clone(),
+            });
+            next[p] += 1;
+        }
+        let applied = [position[0] - 1, position[1] - 1];
+        let got = decide(
+            &store,
+            &scripts,
+            &prefix,
+            &checks,
+            &fields,
+            &applied,
+            &candidates,
+        )
+        .await
+        .expect("decide");
+        for (c, d) in candidates.iter().zip(&got) {
+            let want = model(c.part, c.offset, &c.member, c.ts);
+            assert_eq!(
+                *d, want,
+                "{}/{} ({} at {})",
+                c.part, c.offset, c.member, c.ts
+            );
+            again += usize::from(c.offset < reached[c.part as usize]);
+        }
+        for p in 0..2 {
+            reached[p] = reached[p].max(next[p]);
+        }
+        batches += 1;
+        // One batch in four is not applied (the consumer died): the next
+        // one starts at the same position and delivers it again.
+        if rng.random_range(0..4) > 0 {
+            position = next;
+        }
+        // Now and then, a consumer that lost its partitions sends an event
+        // the state knows applied: it is skipped.
+        let p = rng.random_range(0..2usize);
+        if position[p] > 2 && rng.random_range(0..5) == 0 {
+            let offset = rng.random_range(0..position[p] - 1);
+            let (member, ts) = &log[p][offset as usize];
+            let old = Candidate {
+                part: p as u16,
+                offset,
+                ts: *ts,
+                kind: EventType::Score,
+                member: member.clone(),
+            };
+            let got = decide(
+                &store,
+                &scripts,
+                &prefix,
+                &checks,
+                &fields,
+                &[-1, -1],
+                &[old],
+            )
+            .await
+            .expect("decide");
+            // Skipped once the member's state learnt that its batch was
+            // applied (from a later call with the member); until then
+            // decided as the first time.
+            let was = model(p as u16, offset, member, *ts);
+            assert!(
+                got == vec![Decision::Applied] || got == vec![was],
+                "stale {p}/{offset}: {got:?}, first {was:?}"
+            );
+            stale += 1;
+            skipped += usize::from(got == vec![Decision::Applied]);
+        }
+    }
+    let failed = first.values().filter(|d| **d != Decision::Pass).count();
+    assert!(
+        again > 100 && skipped > 20 && failed > 100,
+        "{again} {skipped} {failed}"
+    );
+    println!(
+        "verified: {} events in {batches} batches decided as the model ({failed} failed), {again} decided again after a batch was not applied, {stale} stale redeliveries ({skipped} skipped as applied, the rest decided as before)",
+        first.len()
     );
 }
