@@ -257,6 +257,7 @@ pub async fn run(
             .collect::<Vec<_>>(),
         &config.kafka.topics,
     );
+    telemetry::register_check_series(parts.checks.names());
     let reader_slot = Arc::new(OnceLock::new());
     let moderator_slot = Arc::new(OnceLock::new());
     let audit = Audit::new(&config.kafka, config.admin.audit_topic.as_deref())?;

@@ -128,21 +128,7 @@ impl DeadLetters {
             if delivered[i] {
                 continue;
             }
-            let source = format!("{}/{}/{}", d.topic, d.partition, d.offset);
-            let detail = truncate(&d.detail, MAX_DETAIL_BYTES);
-            let headers = OwnedHeaders::new()
-                .insert(Header {
-                    key: header,
-                    value: Some(value),
-                })
-                .insert(Header {
-                    key: "rankflow-detail",
-                    value: Some(detail),
-                })
-                .insert(Header {
-                    key: "rankflow-source",
-                    value: Some(&source),
-                });
+            let headers = headers(d, header, value);
             let mut record = FutureRecord::to(topic).payload(&d.payload).headers(headers);
             if let Some(k) = &d.key {
                 record = record.key(k);
@@ -206,6 +192,25 @@ impl DeadLetters {
         };
         topic.as_deref().unwrap_or("")
     }
+}
+
+/// A letter's headers: why (`header`: `value`), the detail and the source.
+fn headers(d: &DeadLetter, header: &str, value: &str) -> OwnedHeaders {
+    let source = format!("{}/{}/{}", d.topic, d.partition, d.offset);
+    let detail = truncate(&d.detail, MAX_DETAIL_BYTES);
+    OwnedHeaders::new()
+        .insert(Header {
+            key: header,
+            value: Some(value),
+        })
+        .insert(Header {
+            key: "rankflow-detail",
+            value: Some(detail),
+        })
+        .insert(Header {
+            key: "rankflow-source",
+            value: Some(&source),
+        })
 }
 
 fn truncate(text: &str, max: usize) -> &str {

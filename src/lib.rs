@@ -51,6 +51,7 @@ pub mod health;
 pub mod moderation;
 pub mod produce;
 pub mod reader;
+pub mod release;
 pub mod rules;
 pub mod sink;
 pub mod source;

@@ -111,3 +111,10 @@ impl Audit {
             })
     }
 }
+
+/// `ms` as RFC 3339 UTC with milliseconds (an audit entry's `at`).
+pub(crate) fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}

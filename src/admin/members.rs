@@ -45,7 +45,7 @@ use crate::sink::moves::{self, MoveAction};
 use crate::sink::store::{Store, StoreError, server_error};
 
 use super::archived::ArchiveStep;
-use super::audit::{Audit, AuditEntry};
+use super::audit::{Audit, AuditEntry, rfc3339};
 use super::report::{ActionRequest, Holding, MemberAction, MemberError, MemberReport};
 use super::{record, recover};
 
@@ -266,6 +266,17 @@ impl Moderator {
         Ok(report)
     }
 
+    /// Deletes the member's rate-check state (docs/checks.md) of every
+    /// event type: keys named by its id. Consumers keep none for an erased
+    /// member from then on.
+    async fn forget_rates(&self, member: &str) -> Result<(), MemberError> {
+        for kind in crate::event::EventType::ALL {
+            let key = keys::rate_key(self.prefix(), kind.name(), member);
+            let _: i64 = self.store.query(redis::cmd("DEL").arg(key)).await?;
+        }
+        Ok(())
+    }
+
     async fn act_locked(
         &self,
         action: MemberAction,
@@ -304,6 +315,7 @@ impl Moderator {
             .await?;
         if action == MemberAction::Erase {
             self.forget_instances(index, &registered).await?;
+            self.forget_rates(member).await?;
         }
         // 4. The archive.
         let archived = self.archive_step(action, member, moved_boards).await?;
@@ -712,11 +724,4 @@ impl Moderator {
             None => Ok(None),
         }
     }
-}
-
-/// `ms` as RFC 3339 UTC with milliseconds.
-fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_default()
 }

@@ -16,11 +16,9 @@
 //! fleet before acting.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdkafka::Message;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{Offset, TopicPartitionList};
 
 use crate::board::keys;
 use crate::config::KafkaConfig;
@@ -28,7 +26,8 @@ use crate::moderation::{
     ERASED_PREFIX, ErasedEntry, GEN_FIELD, HIDDEN_PREFIX, HiddenEntry, MemberHasher,
 };
 use crate::sink::store::{Store, StoreError};
-use crate::source::client;
+use crate::source::client::Role;
+use crate::source::scan::{Next, Start, scan};
 
 use super::audit::AuditEntry;
 use super::record;
@@ -165,64 +164,27 @@ pub async fn rebuild_if_lost(
 /// Every message of `topic`, from the beginning of each partition to its
 /// end when the read started, folded.
 fn read_all(kafka: &KafkaConfig, topic: &str) -> Result<Folded, RecoverError> {
-    let failed = |reason: String| RecoverError::Kafka {
+    let mut folded = Folded::default();
+    scan(
+        kafka,
+        Role::AuditReader,
+        topic,
+        Start::Beginning,
+        READ_TIMEOUT,
+        |message| {
+            if let Some(entry) = message
+                .payload()
+                .and_then(|p| serde_json::from_slice::<AuditEntry>(p).ok())
+            {
+                folded.add(&entry);
+            }
+            Next::More
+        },
+    )
+    .map_err(|reason| RecoverError::Kafka {
         topic: topic.to_string(),
         reason,
-    };
-    let consumer: BaseConsumer = client::audit_reader_properties(kafka)
-        .and_then(|p| p.create())
-        .map_err(|e| failed(e.to_string()))?;
-    let timeout = Duration::from_secs(10);
-    let metadata = consumer
-        .fetch_metadata(Some(topic), timeout)
-        .map_err(|e| failed(e.to_string()))?;
-    let mut ends = BTreeMap::new();
-    let mut assignment = TopicPartitionList::new();
-    for t in metadata.topics() {
-        for p in t.partitions() {
-            let (_, high) = consumer
-                .fetch_watermarks(topic, p.id(), timeout)
-                .map_err(|e| failed(e.to_string()))?;
-            if high > 0 {
-                ends.insert(p.id(), high);
-                assignment
-                    .add_partition_offset(topic, p.id(), Offset::Beginning)
-                    .map_err(|e| failed(e.to_string()))?;
-            }
-        }
-    }
-    let mut folded = Folded::default();
-    if ends.is_empty() {
-        return Ok(folded);
-    }
-    consumer
-        .assign(&assignment)
-        .map_err(|e| failed(e.to_string()))?;
-    let deadline = Instant::now() + READ_TIMEOUT;
-    while !ends.is_empty() {
-        if Instant::now() > deadline {
-            return Err(failed(format!(
-                "not read to its end within {} s",
-                READ_TIMEOUT.as_secs()
-            )));
-        }
-        let Some(message) = consumer.poll(Duration::from_millis(200)) else {
-            continue;
-        };
-        let message = message.map_err(|e| failed(e.to_string()))?;
-        if let Some(entry) = message
-            .payload()
-            .and_then(|p| serde_json::from_slice::<AuditEntry>(p).ok())
-        {
-            folded.add(&entry);
-        }
-        if ends
-            .get(&message.partition())
-            .is_some_and(|end| message.offset() + 1 >= *end)
-        {
-            ends.remove(&message.partition());
-        }
-    }
+    })?;
     Ok(folded)
 }
 

@@ -162,15 +162,21 @@ pub(crate) const RATE_BUCKETS: u32 = 256;
 /// tag is the member's bucket, the low byte of the 32-bit FNV-1a hash of
 /// its id in two hex digits.
 pub(crate) fn rate_key(prefix: &str, event: &str, member: &str) -> String {
+    format!(
+        "{prefix}:rate:{{{:02x}}}:{event}:{member}",
+        rate_bucket(member)
+    )
+}
+
+/// The bucket of a member's rate-check state: the low byte of the 32-bit
+/// FNV-1a hash of its id.
+pub(crate) fn rate_bucket(member: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
     for &b in member.as_bytes() {
         h ^= u32::from(b);
         h = h.wrapping_mul(0x0100_0193);
     }
-    format!(
-        "{prefix}:rate:{{{:02x}}}:{event}:{member}",
-        h % RATE_BUCKETS
-    )
+    h % RATE_BUCKETS
 }
 
 /// The lock of an action on the member whose keyed hash is `hash_hex`.

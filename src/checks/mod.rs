@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use crate::board::duration::Span;
 use crate::event::EventType;
 use crate::expr::{Expect, Program, Record};
 
@@ -83,6 +84,9 @@ pub struct CheckSet {
     rates: [Option<RateGroup>; 3],
     /// Every check's name, in the configuration's order.
     names: Vec<Arc<str>>,
+    /// What each check requires, in words, in the configuration's order
+    /// (for `rankflow check`).
+    described: Vec<String>,
 }
 
 fn location(number: usize, name: &str, field: &str) -> String {
@@ -136,39 +140,13 @@ impl CheckSet {
         match (&spec.rule, &spec.member, &spec.max_rate) {
             (Some(rule), None, None) => {
                 let rule = compile("rule", rule, Expect::Bool)?;
-                self.rules[event.index()].push(RuleCheck {
-                    name: name.clone(),
-                    rule,
-                });
+                self.add_rule(event, name.clone(), rule);
             }
             (None, Some(member), Some(max_rate)) => {
                 let rate = MaxRate::parse(max_rate).map_err(|m| at("max_rate", m))?;
-                let program = compile("member", member, Expect::String)?;
-                let check = RateCheck {
-                    name: name.clone(),
-                    rate,
-                };
-                match &mut self.rates[event.index()] {
-                    None => {
-                        self.rates[event.index()] = Some(RateGroup {
-                            member: program,
-                            checks: vec![check],
-                        })
-                    }
-                    Some(group) if group.member.source() == program.source() => {
-                        group.checks.push(check)
-                    }
-                    Some(group) => {
-                        return Err(at(
-                            "member",
-                            format!(
-                                "the rate checks of one event type must count the same member: {:?} is counted by check `{}` already",
-                                group.member.source(),
-                                group.checks[0].name
-                            ),
-                        ));
-                    }
-                }
+                let member = compile("member", member, Expect::String)?;
+                self.add_rate(event, name.clone(), member, rate)
+                    .map_err(|m| at("member", m))?;
             }
             (Some(_), _, _) => {
                 return Err(at(
@@ -193,6 +171,51 @@ impl CheckSet {
         Ok(())
     }
 
+    fn add_rule(&mut self, event: EventType, name: Arc<str>, rule: Program) {
+        self.described.push(format!(
+            "{name}: {} events must satisfy `{}`",
+            event.name(),
+            rule.source()
+        ));
+        self.rules[event.index()].push(RuleCheck { name, rule });
+    }
+
+    /// Adds a rate check to its event type's group; the message says why
+    /// its member cannot join the group.
+    fn add_rate(
+        &mut self,
+        event: EventType,
+        name: Arc<str>,
+        member: Program,
+        rate: MaxRate,
+    ) -> Result<(), String> {
+        self.described.push(format!(
+            "{name}: at most {} {} events of one `{}` per {} of event time",
+            rate.count,
+            event.name(),
+            member.source(),
+            Span::Fixed { ms: rate.length_ms }
+        ));
+        let check = RateCheck { name, rate };
+        match &mut self.rates[event.index()] {
+            None => {
+                self.rates[event.index()] = Some(RateGroup {
+                    member,
+                    checks: vec![check],
+                });
+            }
+            Some(group) if group.member.source() == member.source() => group.checks.push(check),
+            Some(group) => {
+                return Err(format!(
+                    "the rate checks of one event type must count the same member: {:?} is counted by check `{}` already",
+                    group.member.source(),
+                    group.checks[0].name
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether no check is configured.
     pub(crate) fn is_empty(&self) -> bool {
         self.names.is_empty()
@@ -201,6 +224,12 @@ impl CheckSet {
     /// Every check's name, in the configuration's order.
     pub(crate) fn names(&self) -> &[Arc<str>] {
         &self.names
+    }
+
+    /// One line per check saying what it requires, in the configuration's
+    /// order.
+    pub(crate) fn described(&self) -> &[String] {
+        &self.described
     }
 
     /// The rule checks of `kind`.

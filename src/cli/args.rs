@@ -22,7 +22,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The five commands of docs/cli.md; each variant's doc line is its help line.
+/// The commands of docs/cli.md; each variant's doc line is its help line.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the consumer with its HTTP listener.
@@ -46,6 +46,21 @@ pub enum Command {
     /// Show, hide, restore or erase a member (docs/moderation.md); audited
     /// with actor `cli`.
     Member(MemberArgs),
+    /// Apply one reviewed quarantined message to the boards, exactly once
+    /// (docs/checks.md); audited with actor `cli`.
+    Release(ReleaseArgs),
+}
+
+/// `rankflow release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The configuration file.
+    #[arg(short, long, env = "RANKFLOW_CONFIG", default_value = "rankflow.toml")]
+    pub(crate) config: PathBuf,
+    /// The original message's position, `topic/partition/offset`, as in
+    /// its letter's `rankflow-source` header.
+    #[arg(long)]
+    pub(crate) source: String,
 }
 
 /// What `rankflow member` does.
@@ -168,6 +183,7 @@ impl Command {
             Command::Top(a) => &a.config,
             Command::Archive(a) => &a.config,
             Command::Member(a) => &a.config,
+            Command::Release(a) => &a.config,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The commands themselves: [`execute`] loads the configuration once, maps
-//! its errors once, and runs `run`, `check`, `produce`, `top`, `archive` or
-//! `member`, handing over to [`crate::app`], [`crate::produce`], the
-//! [`Reader`], the [`crate::archive::runner`] and the
-//! [`crate::admin::Moderator`]. A signal ends a command
+//! its errors once, and runs `run`, `check`, `produce`, `top`, `archive`,
+//! `member` or `release`, handing over to [`crate::app`],
+//! [`crate::produce`], the [`Reader`], the [`crate::archive::runner`], the
+//! [`crate::admin::Moderator`] and [`crate::release`]. A signal ends a command
 //! through the `shutdown` receiver the binary gives.
 
 use std::path::Path;
@@ -26,6 +26,7 @@ use super::args::{
 use super::describe::describe;
 use super::error::CommandError;
 use super::render::{render, render_archive};
+use crate::release::ReleaseError;
 
 /// Runs `command` with the configuration it names, until it is done or
 /// `shutdown` turns true (SIGTERM or SIGINT). `Ok` carries the exit code
@@ -45,6 +46,7 @@ pub async fn execute(
         Command::Top(args) => top(path, &cfg, args, clock, shutdown).await,
         Command::Archive(args) => archive(path, &cfg, args, clock).await,
         Command::Member(args) => member(path, &cfg, args, clock).await,
+        Command::Release(args) => release(path, &cfg, &args.source, clock).await,
     }
 }
 
@@ -141,6 +143,29 @@ async fn connect(path: &Path, cfg: &Config) -> Result<Store, CommandError> {
             Err(CommandError::fault(path, crate::app::AppError::redis(e)))
         }
         Err(e) => Err(CommandError::failed("cannot connect to Redis", e)),
+    }
+}
+
+/// `rankflow release`: one reviewed quarantined message to the boards,
+/// exactly once; prints what became of it.
+async fn release(
+    path: &Path,
+    cfg: &Config,
+    source: &str,
+    clock: SharedClock,
+) -> Result<ExitCode, CommandError> {
+    let boards = Arc::new(
+        cfg.compile_boards()
+            .map_err(|e| CommandError::fault(path, e))?,
+    );
+    let store = connect(path, cfg).await?;
+    match crate::release::release(cfg, boards, store, source, clock.now_ms()).await {
+        Ok(r) => {
+            println!("released {source} (check {}): {}", r.check, r.outcome);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(ReleaseError::Invalid(m)) => Err(CommandError::Invalid(m)),
+        Err(e) => Err(CommandError::failed("the release", e)),
     }
 }
 

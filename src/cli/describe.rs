@@ -59,6 +59,16 @@ pub(crate) fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
     for b in &boards.boards {
         describe_board(&mut out, boards, b, now);
     }
+    // Compiled already by the checks before this: an error cannot come.
+    if let Ok(checks) = config.compile_checks()
+        && !checks.is_empty()
+    {
+        let topic = config.kafka.quarantine_topic.as_deref().unwrap_or_default();
+        let _ = writeln!(out, "checks (quarantine topic {topic}):");
+        for line in checks.described() {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     out
 }
 

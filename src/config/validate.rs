@@ -136,6 +136,22 @@ impl Config {
                 ));
             }
         }
+        if let Some(q) = &k.quarantine_topic {
+            if q.trim().is_empty() {
+                return Err(ConfigError::setting(
+                    "kafka.quarantine_topic",
+                    "is empty; name the topic where events that fail a check are kept",
+                ));
+            }
+            if seen.contains(q.as_str()) {
+                return Err(ConfigError::setting(
+                    "kafka.quarantine_topic",
+                    format!(
+                        "{q:?} is also in kafka.topics: rankflow would consume the events it quarantined and check them again"
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 

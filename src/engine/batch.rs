@@ -79,6 +79,18 @@ impl Batch {
         part
     }
 
+    /// Registers a released quarantined message (`rankflow release`) of
+    /// `source` at `offset`: its updates carry the fence field
+    /// `release:<source>` instead of their partition's, so they are applied
+    /// once however often it is released. Returns its partition's index.
+    pub fn take_release(&mut self, source: &Arc<str>, offset: i64) -> u16 {
+        let (part, new) = self.record.take_message(source, -1, offset);
+        if new {
+            self.updates.add_partition(format!("release:{source}"));
+        }
+        part
+    }
+
     /// Counts an event of partition `part` that will not reach Redis
     /// (filtered, invalid, late on arrival).
     pub(crate) fn count(&mut self, part: u16, kind: Option<EventType>, outcome: Outcome) {
@@ -173,15 +185,25 @@ impl Batch {
 
     /// Applies the rate checks' decisions on the rated events (in their
     /// order): a failed event leaves the boards' updates and its count,
-    /// counts `quarantined` and becomes a letter for the quarantine topic.
+    /// counts `quarantined` and becomes a letter for the quarantine topic;
+    /// one that an earlier batch dealt with leaves them too, uncounted.
     pub(crate) fn quarantine_rated(&mut self, checks: &CheckSet, decisions: &[Decision]) {
         let mut gone = HashSet::new();
         let rated = std::mem::take(&mut self.rated);
         for ((c, held), decision) in rated.candidates.iter().zip(&rated.held).zip(decisions) {
-            let Decision::Failed(i) = *decision else {
-                continue;
+            let check = match *decision {
+                Decision::Pass => continue,
+                // Applied or quarantined before, in a batch that got
+                // through: nothing to do again, nor to count (its fences
+                // need not cover an event that was quarantined).
+                Decision::Applied => {
+                    gone.insert((c.part, c.offset));
+                    self.record.uncount(c.part, c.offset, c.kind, held.outcome);
+                    continue;
+                }
+                Decision::Failed(i) => checks.rates(c.kind).and_then(|g| g.checks.get(i)),
             };
-            let Some(check) = checks.rates(c.kind).and_then(|g| g.checks.get(i)) else {
+            let Some(check) = check else {
                 continue;
             };
             gone.insert((c.part, c.offset));

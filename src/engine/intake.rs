@@ -126,14 +126,7 @@ impl Intake {
             Screened::Pass => None,
             Screened::Rate { member } => Some(member),
             Screened::Fail { check, detail } => {
-                batch.count(part, Some(event.kind), Outcome::Quarantined);
-                tracing::debug!(topic = %topic, partition = msg.partition(), offset = msg.offset(), check = %check, detail = %detail, "Event quarantined.");
-                let letter = letter(&topic, msg, msg.payload().unwrap_or(&[]).to_vec());
-                batch
-                    .record
-                    .dead_letters
-                    .push(letter(Verdict::Quarantined(check), detail));
-                return;
+                return quarantine(batch, &topic, msg, (part, event.kind), check, detail);
             }
         };
         let mut updates = recycle(std::mem::take(&mut self.updates));
@@ -206,6 +199,25 @@ impl Intake {
             .dead_letters
             .push(letter(Verdict::Invalid(why.reason), why.detail));
     }
+}
+
+/// Counts a message of partition `part` that failed `check` and keeps it
+/// for the quarantine topic.
+fn quarantine<M: Message>(
+    batch: &mut Batch,
+    topic: &Arc<str>,
+    msg: &M,
+    (part, kind): (u16, EventType),
+    check: Arc<str>,
+    detail: String,
+) {
+    batch.count(part, Some(kind), Outcome::Quarantined);
+    tracing::debug!(topic = %topic, partition = msg.partition(), offset = msg.offset(), check = %check, detail = %detail, "Event quarantined.");
+    let letter = letter(topic, msg, msg.payload().unwrap_or(&[]).to_vec());
+    batch
+        .record
+        .dead_letters
+        .push(letter(Verdict::Quarantined(check), detail));
 }
 
 /// The letter of a message that is not applied, given why.

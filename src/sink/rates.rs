@@ -114,7 +114,7 @@ struct State {
     /// Indices into the candidates, in order.
     events: Vec<usize>,
     /// The key's Redis Cluster bucket (its hash tag).
-    bucket: u16,
+    bucket: u32,
 }
 
 fn by_state(prefix: &str, candidates: &[Candidate]) -> Vec<State> {
@@ -123,11 +123,7 @@ fn by_state(prefix: &str, candidates: &[Candidate]) -> Vec<State> {
     for (i, c) in candidates.iter().enumerate() {
         let s = *index.entry((c.kind, &c.member)).or_insert_with(|| {
             let key = keys::rate_key(prefix, c.kind.name(), &c.member);
-            let bucket = key
-                .split_once('{')
-                .and_then(|(_, r)| r.get(..2))
-                .and_then(|b| u16::from_str_radix(b, 16).ok())
-                .unwrap_or(0);
+            let bucket = keys::rate_bucket(&c.member);
             states.push(State {
                 key,
                 kind: c.kind,
@@ -147,7 +143,7 @@ fn calls(cluster: bool, states: &[State]) -> Vec<Vec<usize>> {
         let all: Vec<usize> = (0..states.len()).collect();
         return all.chunks(KEYS_PER_CALL).map(<[usize]>::to_vec).collect();
     }
-    let mut by_bucket: HashMap<u16, Vec<usize>> = HashMap::new();
+    let mut by_bucket: HashMap<u32, Vec<usize>> = HashMap::new();
     for (i, s) in states.iter().enumerate() {
         by_bucket.entry(s.bucket).or_default().push(i);
     }

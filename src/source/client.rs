@@ -56,6 +56,8 @@ pub enum Role {
     AuditProducer,
     /// The reader of the audit topic that rebuilds a lost moderation record.
     AuditReader,
+    /// `rankflow release`'s reader of the quarantine and events topics.
+    ReleaseReader,
 }
 
 impl Role {
@@ -67,6 +69,7 @@ impl Role {
             Role::ClosedProducer => "period-closed producer ([archive] closed_topic)",
             Role::AuditProducer => "audit producer ([admin] audit_topic)",
             Role::AuditReader => "audit reader ([admin] audit_topic)",
+            Role::ReleaseReader => "reader of `rankflow release`",
         }
     }
 }
@@ -253,7 +256,7 @@ impl Properties {
 
     fn create_quiet(&self, cc: ClientConfig) -> Result<(), KafkaError> {
         match self.role {
-            Role::Consumer | Role::AuditReader => cc
+            Role::Consumer | Role::AuditReader | Role::ReleaseReader => cc
                 .create_with_context::<_, BaseConsumer<Quiet>>(Quiet)
                 .map(drop),
             Role::DeadLetterProducer
@@ -434,17 +437,26 @@ pub(crate) fn audit_properties(config: &KafkaConfig) -> Result<Properties, Clien
     )
 }
 
-/// The reader of the audit topic (docs/moderation.md): the consumer's
-/// connection settings, its own group id, and no commits (it reads the
-/// whole topic by assignment, never as a group member).
-pub(crate) fn audit_reader_properties(config: &KafkaConfig) -> Result<Properties, ClientError> {
+/// A reader of a whole topic by assignment (`super::scan`): the
+/// consumer's connection settings, a group id of its own for `role`, and no
+/// commits (it never joins the group).
+pub(crate) fn reader_properties(
+    config: &KafkaConfig,
+    role: Role,
+) -> Result<Properties, ClientError> {
     let mut p = consumer_properties(config)?;
-    p.role = Role::AuditReader;
-    let group = format!("{}-audit-reader", config.group_id);
+    p.role = role;
+    let suffix = match role {
+        Role::ReleaseReader => "release-reader",
+        _ => "audit-reader",
+    };
+    let group = format!("{}-{suffix}", config.group_id);
     p.forced.retain(|(k, _)| k != "group.id");
     p.forced.push(("group.id".to_string(), group));
     p.forced
         .push(("enable.auto.commit".to_string(), "false".to_string()));
+    p.forced
+        .push(("enable.partition.eof".to_string(), "true".to_string()));
     Ok(p)
 }
 

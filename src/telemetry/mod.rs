@@ -113,6 +113,13 @@ pub(crate) fn register_series(boards: &[String], topics: &[String]) {
     metrics::gauge!(STREAMS_OPEN).set(0.0);
 }
 
+/// `rankflow_quarantined_total` at zero for every configured check.
+pub(crate) fn register_check_series(checks: &[std::sync::Arc<str>]) {
+    for check in checks {
+        metrics::counter!(QUARANTINED, "check" => check.to_string()).absolute(0);
+    }
+}
+
 /// The archive's series at zero before the first period closes: the
 /// counters of each archived board, every error kind, and an empty backlog.
 pub(crate) fn register_archive_series(boards: &[String], error_kinds: &[&'static str]) {

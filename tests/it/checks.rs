@@ -456,3 +456,182 @@ async fn rate_decisions_hold_through_batches_and_redeliveries_against_a_model() 
         first.len()
     );
 }
+
+/// `rankflow release -c <config> --source <source>`: its exit code and
+/// output (standard output first, then the log).
+fn release(config: &std::path::Path, source: &str) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
+        .args(["release", "-c"])
+        .arg(config)
+        .args(["--source", source])
+        .env("RANKFLOW_LOG", "rankflow=debug")
+        .output()
+        .expect("rankflow runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_message_counts_once_and_its_original_never() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let setup = setup(&broker, &redis);
+    broker.create_topic(&setup.topic, 3).await;
+    let sent = events(150, 6, 3, 1_000, 3);
+    let (expect_q, mut expect) = model(&setup.topic, &sent);
+    let messages: Vec<(i32, Vec<u8>)> = sent
+        .iter()
+        .map(|e| (e.partition, e.payload.clone()))
+        .collect();
+    send_all(&broker.producer(), &setup.topic, &messages).await;
+    let mut app = Process::start(&setup);
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(60), || {
+        app.log()
+    })
+    .await;
+    let topic = setup.quarantine.clone().unwrap_or_default();
+    read_letters(
+        &broker,
+        &topic,
+        Duration::from_secs(30),
+        Duration::ZERO,
+        |l| by_source(l).len() >= expect_q.len(),
+    )
+    .await;
+    // The source of each sent event.
+    let mut offsets: BTreeMap<i32, i64> = BTreeMap::new();
+    let sources: Vec<String> = sent
+        .iter()
+        .map(|e| {
+            let offset = offsets.entry(e.partition).or_insert(0);
+            *offset += 1;
+            format!("{}/{}/{}", setup.topic, e.partition, *offset - 1)
+        })
+        .collect();
+    let config = app.dir.path().join("rankflow.toml");
+    for check in ["points_cap", "score_rate"] {
+        let (i, source) = sources
+            .iter()
+            .enumerate()
+            .find(|(_, s)| expect_q.get(*s).map(String::as_str) == Some(check))
+            .expect("a quarantined event of each check");
+        let (code, out) = release(&config, source);
+        assert_eq!(code, Some(0), "{out}");
+        let said = format!("released {source} (check {check}): applied\n");
+        assert!(out.starts_with(&said), "{out}");
+        *expect
+            .entry("points/all".into())
+            .or_default()
+            .entry(sent[i].user.clone())
+            .or_default() += sent[i].points as f64;
+        wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(20), || {
+            app.log()
+        })
+        .await;
+        let (code, out) = release(&config, source);
+        assert_eq!(code, Some(0), "{out}");
+        let said = format!("released {source} (check {check}): already released\n");
+        assert!(out.starts_with(&said), "{out}");
+        println!("verified: {source} ({check}) released once; released again: {said}");
+    }
+    let bogus = format!("{}/0/100000", setup.topic);
+    let (code, out) = release(&config, &bogus);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("no letter with rankflow-source"), "{out}");
+    // Every message read again (the positions Redis keeps for resuming are
+    // gone): the released originals are decided as before, and nothing
+    // changes.
+    app.kill9();
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{}:positions", setup.prefix))
+        .query_async(&mut redis.conn().await)
+        .await
+        .expect("DEL");
+    let mut again = Setup::new(&broker, &redis, BOARDS);
+    again.topic = setup.topic.clone();
+    again.prefix = setup.prefix.clone();
+    again.quarantine = setup.quarantine.clone();
+    app = Process::start(&again);
+    wait_for(
+        Duration::from_secs(60),
+        "every message read again",
+        || async { (redis.positions_sum(&setup.prefix).await >= sent.len() as i64).then_some(()) },
+    )
+    .await;
+    wait_boards_or_show(&redis, &again, &expect, Duration::from_secs(30), || {
+        app.log()
+    })
+    .await;
+    println!(
+        "verified: after every message was read again, the 2 released events still count once"
+    );
+}
+
+/// An erasure (docs/moderation.md) leaves no rate-check state named by the
+/// member's id; another member's state stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasing_a_member_deletes_its_rate_state() {
+    use rankflow::admin::{ActionRequest, MemberAction};
+    use rankflow::config::Config;
+    use rankflow::event::EventType;
+    use rankflow::sink::rates::{Candidate, decide};
+
+    let redis = Redis::start();
+    let prefix = unique("rf");
+    let text = format!(
+        "{BOARDS}\n[kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\nquarantine_topic = \"q\"\n\
+         [redis]\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\n",
+        redis.url()
+    );
+    let cfg = Config::from_toml(&text, std::path::Path::new("t.toml"), Vec::new()).expect("config");
+    let checks = cfg.compile_checks().expect("checks");
+    let direct = common::direct::Direct::new(&redis.url(), &prefix, BOARDS, now_ms())
+        .await
+        .with_erase_key("secret");
+    let candidates: Vec<Candidate> = ["gone", "kept"]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| Candidate {
+            part: 0,
+            offset: i as i64,
+            ts: now_ms(),
+            kind: EventType::Score,
+            member: m.to_string(),
+        })
+        .collect();
+    let scripts = direct.store.scripts();
+    let fields = vec!["t/0".to_string()];
+    decide(
+        &direct.store,
+        &scripts,
+        &prefix,
+        &checks,
+        &fields,
+        &[-1],
+        &candidates,
+    )
+    .await
+    .expect("decide");
+    let states = || async { redis.keys(&format!("{prefix}:rate:*")).await };
+    assert_eq!(states().await.len(), 2, "{:?}", states().await);
+    let req = ActionRequest {
+        member: "gone".into(),
+        boards: None,
+        reason: None,
+    };
+    direct
+        .moderator()
+        .act(MemberAction::Erase, &req, "test")
+        .await
+        .expect("erase");
+    let left = states().await;
+    assert!(
+        left.len() == 1 && left[0].ends_with(":score:kept"),
+        "{left:?}"
+    );
+    println!("verified: after erasing `gone`, the rate states left are {left:?}");
+}

@@ -218,6 +218,7 @@ async fn every_series_the_dashboard_and_alerts_query_is_served() {
         "rankflow_archive_oldest_pending_seconds",
         "rankflow_archive_errors_total",
         "rankflow_archive_copy_seconds_bucket",
+        "rankflow_quarantined_total",
     ] {
         assert!(
             metric_names(&all).contains(needed),
@@ -257,10 +258,12 @@ async fn every_series_the_dashboard_and_alerts_query_is_served() {
     let broker = Broker::start();
     let redis = Redis::start();
     let mut pg = postgres::Postgres::start();
+    // A check that no event fails: its series is served from start-up.
     let boards = format!(
-        "{MIXED_BOARDS}\n[[board]]\nname = \"recent\"\nevent = \"gift\"\nmember = \"sender_id\"\nscore = \"count\"\nwindows = [\"1m/10s\"]\n{HOURLY_ARCHIVED}"
+        "{MIXED_BOARDS}\n[[board]]\nname = \"recent\"\nevent = \"gift\"\nmember = \"sender_id\"\nscore = \"count\"\nwindows = [\"1m/10s\"]\n{HOURLY_ARCHIVED}\n[[check]]\nname = \"count_cap\"\nevent = \"gift\"\nrule = \"count < 1000000\"\n"
     );
     let mut setup = Setup::new(&broker, &redis, &boards);
+    setup.quarantine = Some(unique("quarantine"));
     // A grace longer than the events' 2-hour spread: every hour they touch
     // is still open, so the sink registers it as due.
     setup.extra = format!(
