@@ -37,32 +37,7 @@ use std::time::Instant;
 
 use common::*;
 use rankflow::event::EventType;
-use support::{CommandStats, Run, ScriptTime, consume, env_u64};
-
-const PLAIN: &str = r#"
-[[board]]
-name = "star_coins"
-event = "gift"
-member = "receiver_id"
-score = "count * value"
-periods = ["day", "week", "month", "all"]
-
-[[board]]
-name = "star_flowers"
-event = "gift"
-filter = 'gift_id == "flower"'
-member = "receiver_id"
-score = "count"
-periods = ["week"]
-
-[[board]]
-name = "star_fans"
-event = "gift"
-member = "sender_id"
-score = "count * value"
-scope = "receiver_id"
-periods = ["day"]
-"#;
+use support::{CommandStats, PLAIN, Run, ScriptTime, consume, env_u64};
 
 const WINDOWS: &str = r#"
 [[board]]

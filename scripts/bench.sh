@@ -17,7 +17,8 @@
 # (BENCH_WORKLOADS=plain or windows runs one);
 # BENCH_UNION_MEMBERS / BENCH_UNION_READS / BENCH_UNION_EVENTS the union one;
 # BENCH_STREAM_CLIENTS / BENCH_STREAM_CHANGES the live-view one;
-# BENCH_EVENTS / BENCH_ROUNDS / BENCH_MEMBERS the moderation one.
+# BENCH_EVENTS / BENCH_ROUNDS / BENCH_MEMBERS the moderation one;
+# BENCH_EVENTS / BENCH_ROUNDS the checks one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TANSU_BIN=$(scripts/setup.sh | tail -n 1)
@@ -30,3 +31,4 @@ cargo bench --locked --bench archive
 cargo bench --locked --bench unions
 cargo bench --locked --bench streams
 cargo bench --locked --bench moderation
+cargo bench --locked --bench checks

@@ -466,6 +466,7 @@ async fn consume(
     let flusher = Flusher {
         writer,
         checks: checks.clone(),
+        rating: Default::default(),
         clock: clock.clone(),
         health: health.clone(),
         dead_letters,

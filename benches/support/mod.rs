@@ -27,6 +27,8 @@ pub struct Run {
     pub redis_commands: f64,
     /// Mean batch flush time (one pipelined round of script calls).
     pub flush_ms: f64,
+    /// Events counted `quarantined` (docs/checks.md).
+    pub quarantined: f64,
 }
 
 impl Run {
@@ -103,6 +105,40 @@ pub async fn produce(options: rankflow::produce::Options) -> u64 {
 
 /// Consumes `events` events of `topic` into `boards` with a fresh group
 /// and key prefix, and measures the run.
+/// A clock for the producer that moves `step_ms` on each reading, from
+/// `events × step_ms` ago: the events' times spread over the past as a
+/// live stream's would, instead of all falling within the seconds the
+/// preload takes.
+#[derive(Debug)]
+struct Spread {
+    start: i64,
+    step_ms: i64,
+    reads: std::sync::atomic::AtomicI64,
+}
+
+impl rankflow::clock::Clock for Spread {
+    fn now_ms(&self) -> i64 {
+        let n = self
+            .reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.start + n * self.step_ms
+    }
+}
+
+/// [`produce`] with the events' times `step_ms` apart, ending now.
+pub async fn produce_spread(options: rankflow::produce::Options, step_ms: i64) -> u64 {
+    let now = rankflow::clock::Clock::now_ms(&SystemClock);
+    let clock: SharedClock = Arc::new(Spread {
+        start: now - options.events as i64 * step_ms,
+        step_ms,
+        reads: std::sync::atomic::AtomicI64::new(0),
+    });
+    tokio::task::spawn_blocking(move || rankflow::produce::run(&options, clock, &|| false))
+        .await
+        .expect("producer thread")
+        .expect("produce")
+}
+
 pub async fn consume(
     broker: &Broker,
     redis: &Redis,
@@ -154,6 +190,14 @@ pub async fn consume_with(
     // Counters are process-wide; measure this run's increase.
     let text = scrape(metrics.clone()).await;
     let base = counted(&text);
+    let quarantined = |text: &str| {
+        metric_sum(
+            text,
+            "rankflow_events_total",
+            &[("topic", topic), ("outcome", "quarantined")],
+        )
+    };
+    let quarantined_base = quarantined(&text);
     let flush_base = flushes(&text);
     let (cpu0, redis0) = (process_cpu_s(), redis_usage(redis).await);
     // Throughput runs from the first applied event (not from start-up and
@@ -177,6 +221,7 @@ pub async fn consume_with(
                 redis_cpu_s: redis1.0 - redis0.0,
                 redis_commands: redis1.1 - redis0.1,
                 flush_ms: 1000.0 * (fs - flush_base.0) / (fc - flush_base.1).max(1.0),
+                quarantined: quarantined(&text) - quarantined_base,
             };
         }
         if last_report.elapsed() > Duration::from_secs(10) {
@@ -360,3 +405,31 @@ pub async fn script_split(redis: &Redis) -> std::collections::BTreeMap<String, S
     }
     split
 }
+
+/// The plain workload's boards: the example config's period boards
+/// (`star_coins` day/week/month/all, `star_flowers` week, `star_fans` day
+/// per receiver).
+pub const PLAIN: &str = r#"
+[[board]]
+name = "star_coins"
+event = "gift"
+member = "receiver_id"
+score = "count * value"
+periods = ["day", "week", "month", "all"]
+
+[[board]]
+name = "star_flowers"
+event = "gift"
+filter = 'gift_id == "flower"'
+member = "receiver_id"
+score = "count"
+periods = ["week"]
+
+[[board]]
+name = "star_fans"
+event = "gift"
+member = "sender_id"
+score = "count * value"
+scope = "receiver_id"
+periods = ["day"]
+"#;

@@ -266,10 +266,17 @@ impl Moderator {
         Ok(report)
     }
 
-    /// Deletes the member's rate-check state (docs/checks.md) of every
-    /// event type: keys named by its id. Consumers keep none for an erased
-    /// member from then on.
-    async fn forget_rates(&self, member: &str) -> Result<(), MemberError> {
+    /// What an erasure leaves behind in Redis besides the boards: the
+    /// member's index entries, and its rate-check state (docs/checks.md) of
+    /// every event type (keys named by its id; consumers keep none for an
+    /// erased member from then on).
+    async fn forget(
+        &self,
+        index: &Entry,
+        registered: &[String],
+        member: &str,
+    ) -> Result<(), MemberError> {
+        self.forget_instances(index, registered).await?;
         for kind in crate::event::EventType::ALL {
             let key = keys::rate_key(self.prefix(), kind.name(), member);
             let _: i64 = self.store.query(redis::cmd("DEL").arg(key)).await?;
@@ -314,8 +321,7 @@ impl Moderator {
             .moves(&instances, move_action, member, stamp, now)
             .await?;
         if action == MemberAction::Erase {
-            self.forget_instances(index, &registered).await?;
-            self.forget_rates(member).await?;
+            self.forget(index, &registered, member).await?;
         }
         // 4. The archive.
         let archived = self.archive_step(action, member, moved_boards).await?;

@@ -6,7 +6,8 @@
 //! that every instance of the fleet decides alike. An event that fails a
 //! check goes to the quarantine topic instead of the boards.
 //!
-//! The table as written is in [`spec`], the `max_rate` syntax in [`rate`].
+//! The table as written is in [`spec`], the `max_rate` syntax in [`rate`],
+//! a member's rate state and the decisions made from it in [`state`].
 
 use std::sync::Arc;
 
@@ -16,9 +17,11 @@ use crate::expr::{Expect, Program, Record};
 
 mod rate;
 pub(crate) mod spec;
+pub(crate) mod state;
 
 pub(crate) use rate::MaxRate;
 pub(crate) use spec::CheckSpec;
+pub use state::Decision;
 
 /// A check that cannot be compiled, located like a board's mistakes.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +55,8 @@ pub(crate) struct RateCheck {
 pub(crate) struct RateGroup {
     pub(crate) member: Program,
     pub(crate) checks: Vec<RateCheck>,
+    /// The checks' limits, in the same order.
+    pub(crate) limits: Vec<MaxRate>,
 }
 
 impl RateGroup {
@@ -202,9 +207,13 @@ impl CheckSet {
                 self.rates[event.index()] = Some(RateGroup {
                     member,
                     checks: vec![check],
+                    limits: vec![rate],
                 });
             }
-            Some(group) if group.member.source() == member.source() => group.checks.push(check),
+            Some(group) if group.member.source() == member.source() => {
+                group.checks.push(check);
+                group.limits.push(rate);
+            }
             Some(group) => {
                 return Err(format!(
                     "the rate checks of one event type must count the same member: {:?} is counted by check `{}` already",
@@ -240,13 +249,6 @@ impl CheckSet {
     /// The rate checks of `kind`, if any.
     pub(crate) fn rates(&self, kind: EventType) -> Option<&RateGroup> {
         self.rates[kind.index()].as_ref()
-    }
-
-    /// The event types with rate checks.
-    pub(crate) fn rated_types(&self) -> impl Iterator<Item = EventType> + '_ {
-        EventType::ALL
-            .into_iter()
-            .filter(|k| self.rates[k.index()].is_some())
     }
 
     /// Runs the rule checks of an event of type `kind` (in the

@@ -189,8 +189,8 @@ impl Batch {
     /// one that an earlier batch dealt with leaves them too, uncounted.
     pub(crate) fn quarantine_rated(&mut self, checks: &CheckSet, decisions: &[Decision]) {
         let mut gone = HashSet::new();
-        let rated = std::mem::take(&mut self.rated);
-        for ((c, held), decision) in rated.candidates.iter().zip(&rated.held).zip(decisions) {
+        let mut rated = std::mem::take(&mut self.rated);
+        for ((c, held), decision) in rated.candidates.iter().zip(&mut rated.held).zip(decisions) {
             let check = match *decision {
                 Decision::Pass => continue,
                 // Applied or quarantined before, in a batch that got
@@ -198,7 +198,7 @@ impl Batch {
                 // need not cover an event that was quarantined).
                 Decision::Applied => {
                     gone.insert((c.part, c.offset));
-                    self.record.uncount(c.part, c.offset, c.kind, held.outcome);
+                    self.record.uncount(c.kind, held.outcome, c.part);
                     continue;
                 }
                 Decision::Failed(i) => checks.rates(c.kind).and_then(|g| g.checks.get(i)),
@@ -207,7 +207,7 @@ impl Batch {
                 continue;
             };
             gone.insert((c.part, c.offset));
-            self.record.uncount(c.part, c.offset, c.kind, held.outcome);
+            self.record.uncount(c.kind, held.outcome, c.part);
             self.record
                 .count(c.part, Some(c.kind), Outcome::Quarantined);
             let rate = check.rate;
@@ -216,7 +216,7 @@ impl Batch {
                 partition: held.partition,
                 offset: c.offset,
                 key: held.key.clone(),
-                payload: held.payload.clone(),
+                payload: std::mem::take(&mut held.payload),
                 why: Verdict::Quarantined(check.name.clone()),
                 detail: format!(
                     "member {:?} had {} events within {} ms of event time before {} (max_rate {}/{} ms)",
@@ -226,6 +226,7 @@ impl Batch {
         }
         if !gone.is_empty() {
             self.updates.drop_events(&gone);
+            self.record.drop_applied(&gone);
         }
         self.rated = rated;
     }

@@ -3,8 +3,9 @@
 //! waits for that batch, delivers the batch's dead letters, applies the
 //! calls, and retries either with capped backoff until it succeeds or the
 //! process shuts down. A batch with events that have rate checks
-//! (docs/checks.md) has them decided in Redis once the batch before it is
-//! applied, and is encoded after that, without the quarantined ones. Retrying is safe: every script call is fenced and
+//! (docs/checks.md) has them decided once the batch before it had its own
+//! decided (`rating.rs`), and is encoded after that, without the
+//! quarantined ones. Retrying is safe: every script call is fenced and
 //! delivered dead letters are not sent again. After success it records the
 //! partitions' positions in Redis.
 
@@ -27,6 +28,7 @@ use crate::sink::writer::Writer;
 use crate::telemetry::events::{self, RedisCall};
 
 use super::batch::Batch;
+use super::rating::{Rating, Ticket};
 
 /// First and largest pause between attempts to apply a batch.
 const BACKOFF_START: Duration = Duration::from_millis(100);
@@ -52,6 +54,9 @@ pub(crate) struct Flusher {
     pub(crate) writer: Arc<Writer>,
     /// The `[[check]]` entries, for the rate checks' decisions.
     pub(crate) checks: Arc<CheckSet>,
+    /// The order of the rate decisions of this consumer's flushes, and
+    /// what they know.
+    pub(crate) rating: Arc<Rating>,
     /// The clock a batch is applied at (window cutoffs, closes).
     pub(crate) clock: SharedClock,
     /// Told whether Redis is reachable.
@@ -73,13 +78,27 @@ impl Flusher {
         let this = self.clone();
         let shutdown = shutdown.clone();
         let (done, done_rx) = oneshot::channel();
-        let handle = tokio::spawn(async move { this.run(batch, previous, done, shutdown).await });
+        // Taken now, in the order batches close: decisions follow it.
+        let ticket = (!batch.rated.is_empty()).then(|| self.rating.ticket());
+        let handle = tokio::spawn(async move {
+            // The epoch the batch is applied in, if it is (see `run`).
+            let epoch = this.writer.store().scripts().epoch;
+            let flushed = this.run(batch, ticket, previous, done, shutdown).await;
+            if let Flushed::Applied(batch, ..) = &flushed {
+                let fields = &batch.updates.fields;
+                let last = batch.record.last_offsets();
+                this.rating
+                    .applied(epoch, last.map(|(i, o)| (fields[i].as_str(), o)));
+            }
+            flushed
+        });
         (handle, done_rx)
     }
 
     async fn run(
-        self,
+        &self,
         mut batch: Batch,
+        ticket: Option<Ticket>,
         previous: Option<oneshot::Receiver<bool>>,
         done: oneshot::Sender<bool>,
         mut shutdown: watch::Receiver<bool>,
@@ -87,25 +106,24 @@ impl Flusher {
         // The Redis state this batch follows on from; if Redis turns out to
         // have lost state meanwhile, the batch must not be applied.
         let scripts = self.writer.store().scripts();
-        let early = batch
-            .rated
-            .is_empty()
-            .then(|| self.writer.prepare(&batch.updates));
+        if let Some(ticket) = ticket {
+            // After the batch before this one had its decisions made, while
+            // it may still be being applied.
+            tokio::select! {
+                _ = ticket.turn() => {}
+                _ = shutdown.wait_for(|s| *s) => return Flushed::Abandoned,
+            }
+            if let Err(gave_up) = self.decide_rates(&mut batch, &scripts, &mut shutdown).await {
+                return gave_up;
+            }
+        }
+        let prepared = self.writer.prepare(&batch.updates);
         if let Some(previous) = previous
             && previous.await != Ok(true)
         {
             return Flushed::Abandoned;
         }
         let started = Instant::now();
-        let prepared = match early {
-            Some(prepared) => prepared,
-            None => {
-                if let Err(gave_up) = self.decide_rates(&mut batch, &scripts, &mut shutdown).await {
-                    return gave_up;
-                }
-                self.writer.prepare(&batch.updates)
-            }
-        };
         let mut backoff = BACKOFF_START;
         let mut delivered = vec![false; batch.record.dead_letters.len()];
         loop {
@@ -160,7 +178,7 @@ impl Flusher {
     ) -> Result<(), Flushed> {
         let store = self.writer.store();
         let prefix = &self.writer.boards().key_prefix;
-        let applied = batch.record.applied_marks();
+        let applied = self.rating.marks(scripts.epoch, &batch.updates.fields);
         let mut backoff = BACKOFF_START;
         loop {
             if store.epoch() != scripts.epoch {
@@ -168,17 +186,21 @@ impl Flusher {
             }
             let fields = &batch.updates.fields;
             let candidates = &batch.rated.candidates;
-            match rates::decide(
+            let mut known = self.rating.take_known();
+            known.sync_epoch(scripts.epoch);
+            let partitions = (fields.as_slice(), applied.as_slice());
+            let decided = rates::decide(
                 store,
                 scripts,
                 prefix,
                 &self.checks,
-                fields,
-                &applied,
+                partitions,
                 candidates,
+                &mut known,
             )
-            .await
-            {
+            .await;
+            self.rating.put_known(known);
+            match decided {
                 Ok(decisions) => {
                     batch.quarantine_rated(&self.checks, &decisions);
                     return Ok(());

@@ -9,7 +9,8 @@
 //! backpressure (`backpressure.rs`), the intake of one message
 //! (`intake.rs`: a message into the [`batch`], which keeps the engine's
 //! [`record`] beside the sink's updates, and the events waiting for their
-//! rate checks, `rated.rs`), the position lookups
+//! rate checks, `rated.rs`, whose flushes decide them in order,
+//! `rating.rs`), the position lookups
 //! (`resume.rs`), the batch report (`report.rs`) and the shutdown drain
 //! (`drain.rs`); what the loop is given is [`Engine`] (`setup.rs`). It
 //! reaches Kafka and Redis only through the narrow interfaces of [`port`],
@@ -35,6 +36,7 @@ mod partitions;
 pub(crate) mod port;
 mod queue;
 mod rated;
+mod rating;
 pub(crate) mod record;
 mod report;
 mod resume;

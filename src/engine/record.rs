@@ -123,23 +123,31 @@ impl Record {
         *self.outcomes.entry((part, kind, outcome)).or_insert(0) += 1;
     }
 
-    /// Takes back an event's count or its place among the events waiting
-    /// for Redis: it was quarantined after it was taken.
-    pub(crate) fn uncount(&mut self, part: u16, offset: i64, kind: EventType, outcome: Outcome) {
-        if outcome == Outcome::Applied {
-            self.applied
-                .retain(|e| !(e.part == part && e.offset == offset));
-        } else if let Some(n) = self.outcomes.get_mut(&(part, Some(kind), outcome)) {
+    /// Takes back the count of an event of partition `part` taken with
+    /// `outcome`: it was quarantined after it was taken. (One taken as
+    /// `Applied` waits among the events for Redis instead: see
+    /// [`Record::drop_applied`].)
+    pub(crate) fn uncount(&mut self, kind: EventType, outcome: Outcome, part: u16) {
+        if outcome != Outcome::Applied
+            && let Some(n) = self.outcomes.get_mut(&(part, Some(kind), outcome))
+        {
             *n = n.saturating_sub(1);
         }
     }
 
-    /// Per partition index: the highest offset known applied, everything
-    /// before the batch's first offset (the batch before it was applied
-    /// before this one is flushed; a partition resumes where Redis recorded
-    /// it applied).
-    pub(crate) fn applied_marks(&self) -> Vec<i64> {
-        self.parts.iter().map(|p| p.first_offset - 1).collect()
+    /// Drops the events `gone` (partition index, offset) from those waiting
+    /// for Redis, in one pass.
+    pub(crate) fn drop_applied(&mut self, gone: &std::collections::HashSet<(u16, i64)>) {
+        self.applied.retain(|e| !gone.contains(&(e.part, e.offset)));
+    }
+
+    /// Per partition index the batch still holds: its last offset.
+    pub(crate) fn last_offsets(&self) -> impl Iterator<Item = (usize, i64)> + '_ {
+        self.parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.last_offset >= 0)
+            .map(|(i, p)| (i, p.last_offset))
     }
 
     /// Keeps an event with updates in the batch until Redis answered.

@@ -1,32 +1,73 @@
-//! The Redis side of rate checks (docs/checks.md): one batch's events that
-//! passed the rule checks and have rate checks go to the rates script
-//! (`lua/rates.lua`), grouped by member state key, and come back decided.
+//! The Redis side of rate checks (docs/checks.md): a batch's events that
+//! passed the rule checks and have rate checks are grouped by member state
+//! (`<prefix>:rate:{<bucket>}:<type>:<member>`, docs/redis-layout.md); the
+//! states are read (`MGET`), the events decided from them here
+//! ([`crate::checks::state`]), and the changed states written back by
+//! compare-and-set (`lua/rates.lua`). A state another consumer changed in
+//! between is read again and its events decided anew, so each event is
+//! decided once, from the state as the fleet left it. The consumer
+//! remembers the states it last read or wrote ([`Known`]) and reads only
+//! the others: a remembered state that changed meanwhile fails its
+//! compare-and-set, and is read then.
 //!
-//! A decision is made once per event, in Redis, from the member's state
-//! there, so that it does not depend on which instance sees the event, on
-//! batch boundaries or on redeliveries: the state remembers, per partition,
-//! the highest offset it decided and the events it passed or quarantined
-//! until they are known applied. What a batch knows applied is everything
-//! before its first offset of each partition: its flush starts after the
-//! batch before it was applied, and a partition resumes at a position that
-//! Redis recorded as applied.
+//! What a batch knows applied is everything before its first offset of
+//! each partition: its flush starts after the batch before it was applied,
+//! and a partition resumes at a position that Redis recorded as applied.
 
 use std::collections::HashMap;
 
 use crate::board::keys;
 use crate::checks::CheckSet;
+use crate::checks::state::{Event, MemberState};
 use crate::event::EventType;
 
+pub use crate::checks::Decision;
+
 use super::store::{Scripts, Store, StoreError, server_error};
+use super::updates::FastMap;
 
-/// Member states per script call: a call is short (tens of microseconds
-/// per state), and a Redis Cluster needs one call per bucket anyway.
-const KEYS_PER_CALL: usize = 512;
+/// Member states per command: a Redis Cluster needs one command per
+/// bucket anyway, and a single node takes them in a few round trips.
+const KEYS_PER_CALL: usize = 1_000;
 
-/// How long a member's state outlives its last event, beyond its longest
+/// Reads and writes before a batch gives up on states that keep changing
+/// under it (each round means another consumer decided the same member's
+/// events in between).
+const MAX_ROUNDS: usize = 16;
+
+/// How long a member's state outlives its last change, beyond its longest
 /// length, in wall-clock time: long enough for a consumer that was down a
 /// while to find the decisions it made before.
 pub(crate) const KEEP_AFTER_MS: i64 = 3_600_000;
+
+/// States remembered at most; past it the memory starts over, which only
+/// costs reads.
+const MAX_KNOWN: usize = 200_000;
+
+/// The states this consumer last read or wrote, by key, for the Redis
+/// state epoch they belong to.
+#[derive(Debug, Default)]
+pub struct Known {
+    states: FastMap<String, Vec<u8>>,
+    epoch: u64,
+}
+
+impl Known {
+    /// Forgets everything if Redis lost its state since.
+    pub(crate) fn sync_epoch(&mut self, epoch: u64) {
+        if epoch != self.epoch {
+            self.states.clear();
+            self.epoch = epoch;
+        }
+    }
+
+    fn remember(&mut self, key: &str, state: Vec<u8>) {
+        if self.states.len() >= MAX_KNOWN && !self.states.contains_key(key) {
+            self.states.clear();
+        }
+        self.states.insert(key.to_string(), state);
+    }
+}
 
 /// One event to decide.
 #[derive(Debug, Clone)]
@@ -43,68 +84,74 @@ pub struct Candidate {
     pub member: String,
 }
 
-/// What the rate checks decided on one event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// Passed: counted for its member.
-    Pass,
-    /// Its batch was applied before (a redelivery): the fences skip it.
-    Applied,
-    /// Failed the check at this index of its type's rate checks.
-    Failed(usize),
-}
-
 /// Decides `candidates` (in their order, which is the partitions' order).
 /// `fields` names the batch's partitions and `applied` gives, per
-/// partition, the highest offset known applied. (Public for the tests that
-/// drive it against a real Redis.)
+/// partition, the highest offset known applied; `known` is this consumer's
+/// memory of states. (Public for the tests that drive it against a real
+/// Redis.)
 pub async fn decide(
     store: &Store,
     scripts: &Scripts,
     prefix: &str,
     checks: &CheckSet,
-    fields: &[String],
-    applied: &[i64],
+    (fields, applied): (&[String], &[i64]),
     candidates: &[Candidate],
+    known: &mut Known,
 ) -> Result<Vec<Decision>, StoreError> {
-    if candidates.is_empty() {
-        return Ok(Vec::new());
-    }
     let states = by_state(prefix, candidates);
-    let calls = calls(store.is_cluster(), &states);
-    let head = head(checks, fields, applied);
-    let cmds: Vec<redis::Cmd> = calls
-        .iter()
-        .map(|call| command(scripts, &head, checks, call, &states, candidates))
-        .collect();
-    let replies = store.pipeline(&cmds, scripts.epoch).await?;
+    let applied_of = |name: &str| fields.iter().position(|f| f == name).map(|i| applied[i]);
     let mut out = vec![Decision::Pass; candidates.len()];
-    for (call, reply) in calls.iter().zip(&replies) {
-        if let Some(e) = server_error(reply) {
-            return Err(e);
+    let mut pending: Vec<usize> = (0..states.len()).collect();
+    for _ in 0..MAX_ROUNDS {
+        if pending.is_empty() {
+            return Ok(out);
         }
-        let letters: Vec<String> = redis::from_redis_value(reply.clone())
-            .map_err(|e| StoreError::Protocol(e.to_string()))?;
-        for (&s, word) in call.iter().zip(&letters) {
-            let events = &states[s].events;
-            if word.len() != events.len() {
-                return Err(StoreError::Protocol(format!(
-                    "the rates script decided {} events of {}, not {}",
-                    word.len(),
-                    states[s].key,
-                    events.len()
-                )));
+        let read = read(store, &states, &pending, known).await?;
+        let mut writes = Vec::new();
+        for (&s, before) in pending.iter().zip(read) {
+            let state = &states[s];
+            let Some(group) = checks.rates(state.kind) else {
+                continue;
+            };
+            let mut member = before
+                .as_deref()
+                .and_then(MemberState::decode)
+                .unwrap_or_default();
+            let events: Vec<Event<'_>> = state
+                .events
+                .iter()
+                .map(|&e| Event {
+                    ts: candidates[e].ts,
+                    partition: &fields[usize::from(candidates[e].part)],
+                    offset: candidates[e].offset,
+                })
+                .collect();
+            let decided = member.decide(&group.limits, group.longest_ms(), &events, &applied_of);
+            for (&e, d) in state.events.iter().zip(decided) {
+                out[e] = d;
             }
-            for (&e, letter) in events.iter().zip(word.bytes()) {
-                out[e] = match letter {
-                    b'p' => Decision::Pass,
-                    b'd' => Decision::Applied,
-                    c => Decision::Failed(usize::from(c.saturating_sub(65))),
-                };
+            let after = member.encode();
+            if before.as_deref() != Some(after.as_slice()) {
+                let ttl = group.longest_ms() + KEEP_AFTER_MS;
+                writes.push((s, before.unwrap_or_default(), after, ttl));
+            } else if let Some(before) = before {
+                known.remember(&state.key, before);
+            }
+        }
+        pending = write(store, scripts, &states, &writes).await?;
+        for (s, _, after, _) in writes {
+            match pending.contains(&s) {
+                true => {
+                    known.states.remove(&states[s].key);
+                }
+                false => known.remember(&states[s].key, after),
             }
         }
     }
-    Ok(out)
+    Err(StoreError::Protocol(format!(
+        "{} rate states kept changing under this consumer through {MAX_ROUNDS} reads",
+        pending.len()
+    )))
 }
 
 /// One member state's events in a batch.
@@ -118,17 +165,15 @@ struct State {
 }
 
 fn by_state(prefix: &str, candidates: &[Candidate]) -> Vec<State> {
-    let mut index: HashMap<(EventType, &str), usize> = HashMap::new();
+    let mut index: FastMap<(EventType, &str), usize> = FastMap::default();
     let mut states: Vec<State> = Vec::new();
     for (i, c) in candidates.iter().enumerate() {
         let s = *index.entry((c.kind, &c.member)).or_insert_with(|| {
-            let key = keys::rate_key(prefix, c.kind.name(), &c.member);
-            let bucket = keys::rate_bucket(&c.member);
             states.push(State {
-                key,
+                key: keys::rate_key(prefix, c.kind.name(), &c.member),
                 kind: c.kind,
                 events: Vec::new(),
-                bucket,
+                bucket: keys::rate_bucket(&c.member),
             });
             states.len() - 1
         });
@@ -137,21 +182,20 @@ fn by_state(prefix: &str, candidates: &[Candidate]) -> Vec<State> {
     states
 }
 
-/// The states of each call: on a Redis Cluster a call holds one bucket's.
-fn calls(cluster: bool, states: &[State]) -> Vec<Vec<usize>> {
+/// Positions 0..n, of items in the buckets given, cut into commands: on a
+/// Redis Cluster each holds one bucket's.
+fn chunks(cluster: bool, buckets: impl ExactSizeIterator<Item = u32>) -> Vec<Vec<usize>> {
     if !cluster {
-        let all: Vec<usize> = (0..states.len()).collect();
+        let all: Vec<usize> = (0..buckets.len()).collect();
         return all.chunks(KEYS_PER_CALL).map(<[usize]>::to_vec).collect();
     }
     let mut by_bucket: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (i, s) in states.iter().enumerate() {
-        by_bucket.entry(s.bucket).or_default().push(i);
+    for (i, b) in buckets.enumerate() {
+        by_bucket.entry(b).or_default().push(i);
     }
-    let mut buckets: Vec<_> = by_bucket.into_iter().collect();
-    buckets.sort_unstable_by_key(|(b, _)| *b);
-    buckets
-        .into_iter()
-        .flat_map(|(_, s)| {
+    by_bucket
+        .into_values()
+        .flat_map(|s| {
             s.chunks(KEYS_PER_CALL)
                 .map(<[usize]>::to_vec)
                 .collect::<Vec<_>>()
@@ -159,57 +203,87 @@ fn calls(cluster: bool, states: &[State]) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// The arguments every call starts with: the groups (one per event type
-/// with rate checks, in [`CheckSet::rated_types`] order) and the batch's
-/// partitions with what is known applied of each.
-fn head(checks: &CheckSet, fields: &[String], applied: &[i64]) -> Vec<String> {
-    let mut args = Vec::new();
-    let groups: Vec<_> = checks
-        .rated_types()
-        .filter_map(|k| checks.rates(k))
+/// The stored states of `wanted`, in its order: those `known` remembers
+/// from there, the others read.
+async fn read(
+    store: &Store,
+    states: &[State],
+    wanted: &[usize],
+    known: &Known,
+) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    let mut out: Vec<Option<Vec<u8>>> = wanted
+        .iter()
+        .map(|&s| known.states.get(&states[s].key).cloned())
         .collect();
-    args.push(groups.len().to_string());
-    for g in groups {
-        args.push(g.checks.len().to_string());
-        for c in &g.checks {
-            args.push(c.rate.count.to_string());
-            args.push(c.rate.length_ms.to_string());
+    let unknown: Vec<usize> = (0..wanted.len()).filter(|&i| out[i].is_none()).collect();
+    let chunks = chunks(
+        store.is_cluster(),
+        unknown.iter().map(|&i| states[wanted[i]].bucket),
+    );
+    let cmds: Vec<redis::Cmd> = chunks
+        .iter()
+        .map(|chunk| {
+            let mut mget = redis::cmd("MGET");
+            for &c in chunk {
+                mget.arg(&states[wanted[unknown[c]]].key);
+            }
+            mget
+        })
+        .collect();
+    let replies = store.pipeline(&cmds, store.epoch()).await?;
+    for (chunk, reply) in chunks.iter().zip(replies) {
+        if let Some(e) = server_error(&reply) {
+            return Err(e);
         }
-        args.push((g.longest_ms() + KEEP_AFTER_MS).to_string());
+        let values: Vec<Option<Vec<u8>>> =
+            redis::from_redis_value(reply).map_err(|e| StoreError::Protocol(e.to_string()))?;
+        for (&c, v) in chunk.iter().zip(values) {
+            out[unknown[c]] = v;
+        }
     }
-    args.push(fields.len().to_string());
-    for (field, applied) in fields.iter().zip(applied) {
-        args.push(field.clone());
-        args.push(applied.to_string());
-    }
-    args
+    Ok(out)
 }
 
-fn command(
+/// Writes the changed states by compare-and-set; answers the states that
+/// had changed meanwhile (not written).
+async fn write(
+    store: &Store,
     scripts: &Scripts,
-    head: &[String],
-    checks: &CheckSet,
-    call: &[usize],
     states: &[State],
-    candidates: &[Candidate],
-) -> redis::Cmd {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(&scripts.rates).arg(call.len());
-    for &s in call {
-        cmd.arg(&states[s].key);
-    }
-    cmd.arg(head);
-    for &s in call {
-        let state = &states[s];
-        let group = checks
-            .rated_types()
-            .position(|k| k == state.kind)
-            .map_or(1, |g| g + 1);
-        cmd.arg(group).arg(state.events.len());
-        for &e in &state.events {
-            let c = &candidates[e];
-            cmd.arg(c.ts).arg(usize::from(c.part) + 1).arg(c.offset);
+    writes: &[(usize, Vec<u8>, Vec<u8>, i64)],
+) -> Result<Vec<usize>, StoreError> {
+    let chunks = chunks(
+        store.is_cluster(),
+        writes.iter().map(|w| states[w.0].bucket),
+    );
+    let cmds: Vec<redis::Cmd> = chunks
+        .iter()
+        .map(|chunk| {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(&scripts.rates).arg(chunk.len());
+            for &w in chunk {
+                cmd.arg(&states[writes[w].0].key);
+            }
+            for &w in chunk {
+                let (_, before, after, ttl) = &writes[w];
+                cmd.arg(before.as_slice()).arg(after.as_slice()).arg(*ttl);
+            }
+            cmd
+        })
+        .collect();
+    let replies = store.pipeline(&cmds, scripts.epoch).await?;
+    let mut changed = Vec::new();
+    for (chunk, reply) in chunks.iter().zip(replies) {
+        if let Some(e) = server_error(&reply) {
+            return Err(e);
         }
+        let indices: Vec<usize> =
+            redis::from_redis_value(reply).map_err(|e| StoreError::Protocol(e.to_string()))?;
+        changed.extend(
+            indices
+                .into_iter()
+                .filter_map(|i| Some(writes[*chunk.get(i.checked_sub(1)?)?].0)),
+        );
     }
-    cmd
+    Ok(changed)
 }
