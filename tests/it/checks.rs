@@ -660,3 +660,103 @@ async fn erasing_a_member_deletes_its_rate_state() {
     );
     println!("verified: after erasing `gone`, the rate states left are {left:?}");
 }
+
+/// `rankflow check` with `[[check]]` entries: what it lists for a valid
+/// configuration, and, for each mistake, exit 2 with the check, its number
+/// and the field in the message (a hand-made table).
+#[test]
+fn the_configuration_check_lists_the_checks_and_locates_their_mistakes() {
+    // The boards of `BOARDS` without its checks.
+    let boards = BOARDS.split("[[check]]").next().unwrap_or_default();
+    let check = |kafka_extra: &str, checks: &str| -> (Option<i32>, String) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("c.toml");
+        let text = format!(
+            "[kafka]\nbrokers = \"127.0.0.1:{}\"\ntopics = [\"events\"]\n{kafka_extra}\n[redis]\nurl = \"redis://127.0.0.1:{}\"\n[http]\nlisten = \"127.0.0.1:0\"\n{boards}\n{checks}",
+            free_port(),
+            free_port()
+        );
+        std::fs::write(&file, text).expect("write config");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
+            .args(["check", "-c"])
+            .arg(&file)
+            .output()
+            .expect("rankflow runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let q = "quarantine_topic = \"q\"";
+    let rule = "[[check]]\nname = \"points_cap\"\nevent = \"score\"\nrule = \"points <= 100\"\n";
+    let rate = |name: &str, member: &str, max_rate: &str| {
+        format!(
+            "[[check]]\nname = \"{name}\"\nevent = \"score\"\nmember = \"{member}\"\nmax_rate = \"{max_rate}\"\n"
+        )
+    };
+    let (code, out) = check(
+        q,
+        &format!("{rule}{}", rate("score_rate", "user_id", "30/1m")),
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(
+            "checks (quarantine topic q):\n  points_cap: score events must satisfy `points <= 100`\n  score_rate: at most 30 score events of one `user_id` per 1m of event time\n"
+        ),
+        "{out}"
+    );
+    let wrong = [
+        (
+            q.to_string(),
+            format!("{rule}{}", rate("score_rate", "user_id", "30")),
+            "check `score_rate` (#2), field `max_rate`: \"30\": expected N/length",
+        ),
+        (
+            q.to_string(),
+            format!("{rule}{}", rate("points_cap", "user_id", "30/1m")),
+            "check `points_cap` (#2), field `name`: another check already has this name",
+        ),
+        (
+            q.to_string(),
+            format!(
+                "{}{}",
+                rate("a_rate", "user_id", "30/1m"),
+                rate("b_rate", "game_id", "5/1s")
+            ),
+            "check `b_rate` (#2), field `member`: the rate checks of one event type must count the same member",
+        ),
+        (
+            q.to_string(),
+            "[[check]]\nname = \"bad\"\nevent = \"score\"\nrule = \"points + 1\"\n".to_string(),
+            "check `bad` (#1), field `rule`:",
+        ),
+        (
+            q.to_string(),
+            "[[check]]\nname = \"Bad\"\nevent = \"score\"\nrule = \"true\"\n".to_string(),
+            "check `Bad` (#1), field `name`: must match",
+        ),
+        (
+            q.to_string(),
+            "[[check]]\nname = \"half\"\nevent = \"score\"\nmember = \"user_id\"\n".to_string(),
+            "check `half` (#1), field `max_rate`: missing",
+        ),
+        (
+            String::new(),
+            rule.to_string(),
+            "setting `kafka.quarantine_topic`: is required with [[check]] entries",
+        ),
+        (
+            "quarantine_topic = \"events\"".to_string(),
+            rule.to_string(),
+            "setting `kafka.quarantine_topic`: \"events\" is also in kafka.topics",
+        ),
+    ];
+    for (kafka, checks, says) in wrong {
+        let (code, out) = check(&kafka, &checks);
+        assert_eq!(code, Some(2), "{checks}: {out}");
+        assert!(out.contains(says), "{checks}: expected {says:?} in {out}");
+    }
+    println!("verified: the checks listed, and 8 mistakes located with exit 2");
+}
