@@ -48,19 +48,7 @@ async fn main() {
     eprintln!(
         "producing {events} gift events (100000 senders, 1000 receivers, Zipf 1.1) into 8 partitions..."
     );
-    let options = rankflow::produce::Options {
-        brokers: broker.brokers(),
-        topic: topic.clone(),
-        events,
-        rate: 0,
-        members: 100_000,
-        receivers: 1_000,
-        games: 20,
-        types: vec![EventType::Gift],
-        skew: 1.1,
-        seed: 7,
-        client: Vec::new(),
-    };
+    let options = support::zipf_options(&broker, &topic, events, EventType::Gift, 7);
     // Event times 20 ms apart (100 minutes for 300,000 events), so that a
     // per-minute rate sees the senders' pace of a live stream.
     let sent = support::produce_spread(options, 20).await;

@@ -74,19 +74,7 @@ async fn main() {
     let topic = unique("bench");
     broker.create_topic(&topic, 8).await;
     eprintln!("producing {events} score events (100000 players, Zipf 1.1) into 8 partitions...");
-    let options = rankflow::produce::Options {
-        brokers: broker.brokers(),
-        topic: topic.clone(),
-        events,
-        rate: 0,
-        members: 100_000,
-        receivers: 1_000,
-        games: 20,
-        types: vec![EventType::Score],
-        skew: 1.1,
-        seed: 7,
-        client: Vec::new(),
-    };
+    let options = support::zipf_options(&broker, &topic, events, EventType::Score, 7);
     let sent = support::produce(options).await;
     eprintln!("produced {sent} events");
 

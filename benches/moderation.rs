@@ -107,19 +107,7 @@ async fn main() {
     eprintln!(
         "producing {events} gift events (100000 senders, 1000 receivers, Zipf 1.1) into 8 partitions..."
     );
-    let options = rankflow::produce::Options {
-        brokers: broker.brokers(),
-        topic: topic.clone(),
-        events,
-        rate: 0,
-        members: 100_000,
-        receivers: 1_000,
-        games: 20,
-        types: vec![EventType::Gift],
-        skew: 1.1,
-        seed: 7,
-        client: Vec::new(),
-    };
+    let options = support::zipf_options(&broker, &topic, events, EventType::Gift, 7);
     let sent = support::produce(options).await;
     eprintln!("produced {sent} events");
     let defaults = rankflow::config::BatchConfig::default();

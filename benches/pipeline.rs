@@ -96,19 +96,7 @@ async fn produce(broker: &Broker, topic: &str, events: u64) {
     eprintln!(
         "producing {events} gift events (100000 senders, 1000 receivers, Zipf 1.1) into 8 partitions..."
     );
-    let options = rankflow::produce::Options {
-        brokers: broker.brokers(),
-        topic: topic.to_string(),
-        events,
-        rate: 0,
-        members: 100_000,
-        receivers: 1_000,
-        games: 20,
-        types: vec![EventType::Gift],
-        skew: 1.1,
-        seed: 42,
-        client: Vec::new(),
-    };
+    let options = support::zipf_options(broker, topic, events, EventType::Gift, 42);
     let produced = Instant::now();
     let sent = support::produce(options).await;
     eprintln!(

@@ -93,6 +93,30 @@ pub async fn redis_usage(redis: &Redis) -> (f64, f64) {
 
 /// Runs `rankflow produce` with `options` on a blocking thread (the
 /// producer waits for every delivery) and answers how many were sent.
+/// The benchmarks' stream: `events` of `kind` from 100,000 members (Zipf
+/// 1.1) and 1,000 receivers or 20 games, as fast as the broker takes them.
+pub fn zipf_options(
+    broker: &Broker,
+    topic: &str,
+    events: u64,
+    kind: rankflow::event::EventType,
+    seed: u64,
+) -> rankflow::produce::Options {
+    rankflow::produce::Options {
+        brokers: broker.brokers(),
+        topic: topic.to_string(),
+        events,
+        rate: 0,
+        members: 100_000,
+        receivers: 1_000,
+        games: 20,
+        types: vec![kind],
+        skew: 1.1,
+        seed,
+        client: Vec::new(),
+    }
+}
+
 pub async fn produce(options: rankflow::produce::Options) -> u64 {
     tokio::task::spawn_blocking(move || {
         let clock: SharedClock = Arc::new(SystemClock);

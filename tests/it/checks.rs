@@ -235,27 +235,8 @@ async fn three_instances_killed_in_turn_quarantine_exactly_what_the_model_does()
         Process::start(&setup),
     ];
     let started = Instant::now();
-    let producer = broker.producer();
-    let topic = setup.topic.clone();
-    let produce = tokio::spawn(async move {
-        let start = tokio::time::Instant::now();
-        for (k, chunk) in messages.chunks(RATE / 10).enumerate() {
-            tokio::time::sleep_until(start + Duration::from_millis(100 * k as u64)).await;
-            send_all(&producer, &topic, chunk).await;
-        }
-    });
-    for kill in 0..KILLS {
-        tokio::time::sleep_until((started + KILL_EVERY * (kill as u32 + 1)).into()).await;
-        let victim = kill % fleet.len();
-        fleet[victim].kill9();
-        let applied = redis.positions_sum(&setup.prefix).await;
-        fleet[victim] = Process::start(&setup);
-        println!(
-            "injected: kill -9 #{} of instance {victim} at {:.1} s ({applied} events applied), restarted",
-            kill + 1,
-            started.elapsed().as_secs_f64()
-        );
-    }
+    let produce = produce_steadily(&broker, &setup.topic, messages, RATE);
+    kill_in_turn(&mut fleet, &setup, &redis, started, KILL_EVERY, KILLS).await;
     produce.await.expect("producer");
     wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(120), || {
         fleet
@@ -482,13 +463,11 @@ async fn rate_decisions_against_the_model(url: &str, prefix: &str) -> String {
     )
 }
 
-/// `rankflow release -c <config> --source <source>`: its exit code and
-/// output (standard output first, then the log).
-fn release(config: &std::path::Path, source: &str) -> (Option<i32>, String) {
+/// `rankflow <args>`: its exit code and output (standard output first,
+/// then the log, at debug level for rankflow's own lines).
+fn rankflow(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
-        .args(["release", "-c"])
-        .arg(config)
-        .args(["--source", source])
+        .args(args)
         .env("RANKFLOW_LOG", "rankflow=debug")
         .output()
         .expect("rankflow runs");
@@ -498,6 +477,17 @@ fn release(config: &std::path::Path, source: &str) -> (Option<i32>, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.code(), text)
+}
+
+/// `rankflow release -c <config> --source <source>`.
+fn release(config: &std::path::Path, source: &str) -> (Option<i32>, String) {
+    rankflow(&[
+        "release".as_ref(),
+        "-c".as_ref(),
+        config.as_os_str(),
+        "--source".as_ref(),
+        source.as_ref(),
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -677,17 +667,7 @@ fn the_configuration_check_lists_the_checks_and_locates_their_mistakes() {
             free_port()
         );
         std::fs::write(&file, text).expect("write config");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
-            .args(["check", "-c"])
-            .arg(&file)
-            .output()
-            .expect("rankflow runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code(), text)
+        rankflow(&["check".as_ref(), "-c".as_ref(), file.as_os_str()])
     };
     let q = "quarantine_topic = \"q\"";
     let rule = "[[check]]\nname = \"points_cap\"\nevent = \"score\"\nrule = \"points <= 100\"\n";

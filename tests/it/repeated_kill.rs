@@ -112,26 +112,6 @@ fn events(n: usize, base: i64) -> (Vec<(i32, Vec<u8>)>, Boards) {
     (out, expect)
 }
 
-/// Sends `messages` at `RATE` per second on a fixed schedule (a late chunk
-/// is sent at once, so the average rate holds); returns when all are
-/// delivered.
-fn produce_steadily(
-    broker: &Broker,
-    topic: &str,
-    messages: Vec<(i32, Vec<u8>)>,
-) -> tokio::task::JoinHandle<Duration> {
-    let producer = broker.producer();
-    let topic = topic.to_string();
-    tokio::spawn(async move {
-        let start = tokio::time::Instant::now();
-        for (k, chunk) in messages.chunks(RATE / 10).enumerate() {
-            tokio::time::sleep_until(start + Duration::from_millis(100 * k as u64)).await;
-            send_all(&producer, &topic, chunk).await;
-        }
-        start.elapsed()
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_instances_killed_in_turn_while_events_flow_leave_every_board_exact() {
     let broker = Broker::start();
@@ -147,19 +127,8 @@ async fn three_instances_killed_in_turn_while_events_flow_leave_every_board_exac
         Process::start(&setup),
     ];
     let started = Instant::now();
-    let producer = produce_steadily(&broker, &setup.topic, messages);
-    for kill in 0..KILLS {
-        tokio::time::sleep_until((started + KILL_EVERY * (kill as u32 + 1)).into()).await;
-        let victim = kill % fleet.len();
-        fleet[victim].kill9();
-        let applied = redis.positions_sum(&setup.prefix).await;
-        fleet[victim] = Process::start(&setup);
-        println!(
-            "injected: kill -9 #{} of instance {victim} at {:.1} s ({applied} events applied), restarted",
-            kill + 1,
-            started.elapsed().as_secs_f64()
-        );
-    }
+    let producer = produce_steadily(&broker, &setup.topic, messages, RATE);
+    kill_in_turn(&mut fleet, &setup, &redis, started, KILL_EVERY, KILLS).await;
     let produced_in = producer.await.expect("producer");
     assert!(
         produced_in >= Duration::from_secs(40),

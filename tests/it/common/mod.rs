@@ -325,6 +325,53 @@ pub async fn send_round_robin(
     send_all(producer, topic, &messages).await;
 }
 
+/// Sends `messages` at `rate` per second on a fixed schedule, a tenth of
+/// a second's worth every 100 ms (a late chunk is sent at once, so the
+/// average rate holds); the task ends when all are delivered, with how
+/// long that took.
+pub fn produce_steadily(
+    broker: &Broker,
+    topic: &str,
+    messages: Vec<(i32, Vec<u8>)>,
+    rate: usize,
+) -> tokio::task::JoinHandle<Duration> {
+    let producer = broker.producer();
+    let topic = topic.to_string();
+    tokio::spawn(async move {
+        let start = tokio::time::Instant::now();
+        for (k, chunk) in messages.chunks((rate / 10).max(1)).enumerate() {
+            tokio::time::sleep_until(start + Duration::from_millis(100 * k as u64)).await;
+            send_all(&producer, &topic, chunk).await;
+        }
+        start.elapsed()
+    })
+}
+
+/// The chaos pattern of the exactly-once tests: every `every` from
+/// `started`, one instance of `fleet` after the other is killed with
+/// `kill -9` and started again, `kills` times; each kill is printed.
+pub async fn kill_in_turn(
+    fleet: &mut [Process],
+    setup: &Setup,
+    redis: &Redis,
+    started: std::time::Instant,
+    every: Duration,
+    kills: usize,
+) {
+    for kill in 0..kills {
+        tokio::time::sleep_until((started + every * (kill as u32 + 1)).into()).await;
+        let victim = kill % fleet.len();
+        fleet[victim].kill9();
+        let applied = redis.positions_sum(&setup.prefix).await;
+        fleet[victim] = Process::start(setup);
+        println!(
+            "injected: kill -9 #{} of instance {victim} at {:.1} s ({applied} events applied), restarted",
+            kill + 1,
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
 /// Sends `messages` in chunks with a pause between them, so faults can be
 /// injected while events are still arriving.
 pub fn feed(
