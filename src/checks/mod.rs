@@ -9,6 +9,7 @@
 //! The table as written is in [`spec`], the `max_rate` syntax in [`rate`],
 //! a member's rate state and the decisions made from it in [`state`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::board::duration::Span;
@@ -72,12 +73,12 @@ impl RateGroup {
 
 /// What the checks decided when an event was taken.
 #[derive(Debug)]
-pub(crate) enum Screened {
+pub(crate) enum Screened<'e> {
     /// Passed every check (or there are none for its type).
     Pass,
     /// Passed the rule checks; its rate checks are decided in Redis for
     /// this member.
-    Rate { member: String },
+    Rate { member: Cow<'e, str> },
     /// Failed a check: quarantined.
     Fail { check: Arc<str>, detail: String },
 }
@@ -254,7 +255,7 @@ impl CheckSet {
     /// Runs the rule checks of an event of type `kind` (in the
     /// configuration's order; the first that fails decides), then finds the
     /// member its rate checks count.
-    pub(crate) fn screen(&self, kind: EventType, fields: &dyn Record) -> Screened {
+    pub(crate) fn screen<'e>(&self, kind: EventType, fields: &'e dyn Record) -> Screened<'e> {
         for check in self.rules(kind) {
             match check.rule.eval_bool(fields) {
                 Ok(true) => {}
@@ -276,9 +277,7 @@ impl CheckSet {
             return Screened::Pass;
         };
         match group.member.eval_string(fields) {
-            Ok(member) => Screened::Rate {
-                member: member.into_owned(),
-            },
+            Ok(member) => Screened::Rate { member },
             Err(e) => Screened::Fail {
                 check: group.checks[0].name.clone(),
                 detail: format!(

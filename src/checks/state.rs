@@ -165,7 +165,13 @@ impl MemberState {
 
     /// The stored form.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(16 + 26 * self.parts.len() + 18 * self.passed.len());
+        let names: usize = self.parts.iter().map(|p| p.name.len()).sum();
+        let mut out = Vec::with_capacity(
+            19 + 18 * self.parts.len()
+                + names
+                + 18 * self.passed.len()
+                + 11 * self.quarantined.len(),
+        );
         out.push(VERSION);
         out.extend_from_slice(&self.newest.to_le_bytes());
         out.extend_from_slice(&(self.parts.len() as u16).to_le_bytes());

@@ -17,13 +17,13 @@ use crate::deadletter::{DeadLetter, Verdict};
 use crate::event::EventType;
 use crate::moderation::{Route, Snapshot};
 use crate::rules::Update;
-use crate::sink::rates::{Candidate, Decision};
+use crate::sink::rates::Decision;
 use crate::sink::report::FlushReport;
 use crate::sink::updates::{Added, At, Updates};
 use crate::source::TopicPartition;
 use crate::telemetry::Outcome;
 
-use super::rated::{Held, Rated};
+use super::rated::Rated;
 use super::record::{AppliedEvent, Record, Settled};
 
 /// A decoded event, for [`Batch::add_event`].
@@ -179,18 +179,15 @@ impl Batch {
     }
 
     /// Keeps an event taken with `outcome` for its rate checks.
-    pub(crate) fn add_rated(&mut self, candidate: Candidate, held: Held) {
-        self.rated.push(candidate, held);
-    }
-
     /// Applies the rate checks' decisions on the rated events (in their
     /// order): a failed event leaves the boards' updates and its count,
     /// counts `quarantined` and becomes a letter for the quarantine topic;
     /// one that an earlier batch dealt with leaves them too, uncounted.
-    pub(crate) fn quarantine_rated(&mut self, checks: &CheckSet, decisions: &[Decision]) {
+    /// Answers whether any event left the updates.
+    pub(crate) fn quarantine_rated(&mut self, checks: &CheckSet, decisions: &[Decision]) -> bool {
         let mut gone = HashSet::new();
-        let mut rated = std::mem::take(&mut self.rated);
-        for ((c, held), decision) in rated.candidates.iter().zip(&mut rated.held).zip(decisions) {
+        let rated = std::mem::take(&mut self.rated);
+        for ((c, held), decision) in rated.candidates.iter().zip(&rated.held).zip(decisions) {
             let check = match *decision {
                 Decision::Pass => continue,
                 // Applied or quarantined before, in a batch that got
@@ -211,12 +208,13 @@ impl Batch {
             self.record
                 .count(c.part, Some(c.kind), Outcome::Quarantined);
             let rate = check.rate;
+            let (key, payload) = rated.message(held);
             self.record.dead_letters.push(DeadLetter {
                 topic: held.topic.clone(),
                 partition: held.partition,
                 offset: c.offset,
-                key: held.key.clone(),
-                payload: std::mem::take(&mut held.payload),
+                key,
+                payload,
                 why: Verdict::Quarantined(check.name.clone()),
                 detail: format!(
                     "member {:?} had {} events within {} ms of event time before {} (max_rate {}/{} ms)",
@@ -229,6 +227,7 @@ impl Batch {
             self.record.drop_applied(&gone);
         }
         self.rated = rated;
+        !gone.is_empty()
     }
 
     /// The batch's final counts, given what Redis reported applying it

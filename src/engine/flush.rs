@@ -106,6 +106,10 @@ impl Flusher {
         // The Redis state this batch follows on from; if Redis turns out to
         // have lost state meanwhile, the batch must not be applied.
         let scripts = self.writer.store().scripts();
+        // Encoded before the rate decisions, which seldom take events out:
+        // the encoding is then off the path between the previous batch's
+        // writes and this one's.
+        let mut prepared = self.writer.prepare(&batch.updates);
         if let Some(ticket) = ticket {
             // After the batch before this one had its decisions made, while
             // it may still be being applied.
@@ -113,11 +117,12 @@ impl Flusher {
                 _ = ticket.turn() => {}
                 _ = shutdown.wait_for(|s| *s) => return Flushed::Abandoned,
             }
-            if let Err(gave_up) = self.decide_rates(&mut batch, &scripts, &mut shutdown).await {
-                return gave_up;
+            match self.decide_rates(&mut batch, &scripts, &mut shutdown).await {
+                Ok(true) => prepared = self.writer.prepare(&batch.updates),
+                Ok(false) => {}
+                Err(gave_up) => return gave_up,
             }
         }
-        let prepared = self.writer.prepare(&batch.updates);
         if let Some(previous) = previous
             && previous.await != Ok(true)
         {
@@ -169,13 +174,13 @@ impl Flusher {
     }
 
     /// Has the batch's rate checks decided (retried like the batch), and
-    /// takes the quarantined events out of it.
+    /// takes the quarantined events out of it; answers whether it took any.
     async fn decide_rates(
         &self,
         batch: &mut Batch,
         scripts: &Scripts,
         shutdown: &mut watch::Receiver<bool>,
-    ) -> Result<(), Flushed> {
+    ) -> Result<bool, Flushed> {
         let store = self.writer.store();
         let prefix = &self.writer.boards().key_prefix;
         let applied = self.rating.marks(scripts.epoch, &batch.updates.fields);
@@ -201,10 +206,7 @@ impl Flusher {
             .await;
             self.rating.put_known(known);
             match decided {
-                Ok(decisions) => {
-                    batch.quarantine_rated(&self.checks, &decisions);
-                    return Ok(());
-                }
+                Ok(decisions) => return Ok(batch.quarantine_rated(&self.checks, &decisions)),
                 Err(e @ StoreError::LostState) => {
                     self.failed(&e, RedisCall::LostState, batch.messages(), Duration::ZERO);
                     return Err(Flushed::LostState);

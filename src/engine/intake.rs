@@ -19,7 +19,7 @@ use crate::sink::rates::Candidate;
 use crate::telemetry::{DlqReason, Outcome};
 
 use super::batch::{Batch, Taken};
-use super::rated::Held;
+use super::rated;
 
 pub(crate) struct Intake {
     boards: Arc<BoardSet>,
@@ -151,28 +151,27 @@ impl Intake {
         );
         self.updates = recycle(updates);
         if let Some(member) = rated {
-            let held = Held {
-                topic,
-                partition: msg.partition(),
-                key: msg.key().map(<[u8]>::to_vec),
-                payload: msg.payload().unwrap_or(&[]).to_vec(),
-                outcome,
-            };
             let candidate = Candidate {
                 part,
                 offset: msg.offset(),
                 ts: event.ts,
                 kind: event.kind,
-                member,
+                member: batch.rated.member(&member),
             };
-            batch.add_rated(candidate, held);
+            let msg = rated::Message {
+                topic,
+                partition: msg.partition(),
+                key: msg.key(),
+                payload: msg.payload().unwrap_or(&[]),
+            };
+            batch.rated.push(candidate, msg, outcome);
         }
     }
 
     /// Runs the checks of an event of type `kind`. The rate checks of an
     /// erased member are not kept: its state would keep its id in Redis,
     /// and its own boards drop its events anyway.
-    fn screen(&self, kind: EventType, fields: &dyn crate::expr::Record) -> Screened {
+    fn screen<'e>(&self, kind: EventType, fields: &'e dyn crate::expr::Record) -> Screened<'e> {
         if self.checks.is_empty() {
             return Screened::Pass;
         }

@@ -15,6 +15,7 @@
 //! and a partition resumes at a position that Redis recorded as applied.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::board::keys;
 use crate::checks::CheckSet;
@@ -61,11 +62,11 @@ impl Known {
         }
     }
 
-    fn remember(&mut self, key: &str, state: Vec<u8>) {
-        if self.states.len() >= MAX_KNOWN && !self.states.contains_key(key) {
+    fn remember(&mut self, key: String, state: Vec<u8>) {
+        if self.states.len() >= MAX_KNOWN && !self.states.contains_key(&key) {
             self.states.clear();
         }
-        self.states.insert(key.to_string(), state);
+        self.states.insert(key, state);
     }
 }
 
@@ -80,8 +81,8 @@ pub struct Candidate {
     pub ts: i64,
     /// Its type: which rate checks count it.
     pub kind: EventType,
-    /// Whose rate counts it.
-    pub member: String,
+    /// Whose rate counts it (shared by a batch's events of one member).
+    pub member: Arc<str>,
 }
 
 /// Decides `candidates` (in their order, which is the partitions' order).
@@ -98,7 +99,7 @@ pub async fn decide(
     candidates: &[Candidate],
     known: &mut Known,
 ) -> Result<Vec<Decision>, StoreError> {
-    let states = by_state(prefix, candidates);
+    let mut states = by_state(prefix, candidates);
     let applied_of = |name: &str| fields.iter().position(|f| f == name).map(|i| applied[i]);
     let mut out = vec![Decision::Pass; candidates.len()];
     let mut pending: Vec<usize> = (0..states.len()).collect();
@@ -106,10 +107,10 @@ pub async fn decide(
         if pending.is_empty() {
             return Ok(out);
         }
-        let read = read(store, &states, &pending, known).await?;
+        let read = read(store, &states, &pending, &mut *known).await?;
         let mut writes = Vec::new();
         for (&s, before) in pending.iter().zip(read) {
-            let state = &states[s];
+            let state = &mut states[s];
             let Some(group) = checks.rates(state.kind) else {
                 continue;
             };
@@ -135,16 +136,20 @@ pub async fn decide(
                 let ttl = group.longest_ms() + KEEP_AFTER_MS;
                 writes.push((s, before.unwrap_or_default(), after, ttl));
             } else if let Some(before) = before {
-                known.remember(&state.key, before);
+                // Decided: its key is not needed again.
+                known.remember(std::mem::take(&mut state.key), before);
             }
         }
         pending = write(store, scripts, &states, &writes).await?;
+        let mut again = vec![false; states.len()];
+        for &s in &pending {
+            again[s] = true;
+        }
         for (s, _, after, _) in writes {
-            match pending.contains(&s) {
-                true => {
-                    known.states.remove(&states[s].key);
-                }
-                false => known.remember(&states[s].key, after),
+            // A state that changed meanwhile is read again (it is no longer
+            // in `known`: `read` took it out).
+            if !again[s] {
+                known.remember(std::mem::take(&mut states[s].key), after);
             }
         }
     }
@@ -168,7 +173,7 @@ fn by_state(prefix: &str, candidates: &[Candidate]) -> Vec<State> {
     let mut index: FastMap<(EventType, &str), usize> = FastMap::default();
     let mut states: Vec<State> = Vec::new();
     for (i, c) in candidates.iter().enumerate() {
-        let s = *index.entry((c.kind, &c.member)).or_insert_with(|| {
+        let s = *index.entry((c.kind, &*c.member)).or_insert_with(|| {
             states.push(State {
                 key: keys::rate_key(prefix, c.kind.name(), &c.member),
                 kind: c.kind,
@@ -204,16 +209,17 @@ fn chunks(cluster: bool, buckets: impl ExactSizeIterator<Item = u32>) -> Vec<Vec
 }
 
 /// The stored states of `wanted`, in its order: those `known` remembers
-/// from there, the others read.
+/// taken from there (the caller remembers them again once decided), the
+/// others read.
 async fn read(
     store: &Store,
     states: &[State],
     wanted: &[usize],
-    known: &Known,
+    known: &mut Known,
 ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
     let mut out: Vec<Option<Vec<u8>>> = wanted
         .iter()
-        .map(|&s| known.states.get(&states[s].key).cloned())
+        .map(|&s| known.states.remove(&states[s].key))
         .collect();
     let unknown: Vec<usize> = (0..wanted.len()).filter(|&i| out[i].is_none()).collect();
     let chunks = chunks(
@@ -223,7 +229,9 @@ async fn read(
     let cmds: Vec<redis::Cmd> = chunks
         .iter()
         .map(|chunk| {
-            let mut mget = redis::cmd("MGET");
+            let keys: usize = chunk.iter().map(|&c| states[wanted[unknown[c]]].key.len()).sum();
+            let mut mget = redis::Cmd::with_capacity(1 + chunk.len(), 4 + keys);
+            mget.arg("MGET");
             for &c in chunk {
                 mget.arg(&states[wanted[unknown[c]]].key);
             }
@@ -259,8 +267,15 @@ async fn write(
     let cmds: Vec<redis::Cmd> = chunks
         .iter()
         .map(|chunk| {
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(&scripts.rates).arg(chunk.len());
+            let data: usize = chunk
+                .iter()
+                .map(|&w| {
+                    let (s, before, after, _) = &writes[w];
+                    states[*s].key.len() + before.len() + after.len() + 20
+                })
+                .sum();
+            let mut cmd = redis::Cmd::with_capacity(3 + 4 * chunk.len(), 64 + data);
+            cmd.arg("EVALSHA").arg(&scripts.rates).arg(chunk.len());
             for &w in chunk {
                 cmd.arg(&states[writes[w].0].key);
             }

@@ -379,7 +379,7 @@ async fn rate_decisions_against_the_model(url: &str, prefix: &str) -> String {
                 offset: next[p],
                 ts: *ts,
                 kind: EventType::Score,
-                member: member.clone(),
+                member: member.as_str().into(),
             });
             next[p] += 1;
         }
@@ -424,7 +424,7 @@ async fn rate_decisions_against_the_model(url: &str, prefix: &str) -> String {
                 offset,
                 ts: *ts,
                 kind: EventType::Score,
-                member: member.clone(),
+                member: member.as_str().into(),
             };
             // Another consumer, with no memory of states: what it writes
             // makes the first one's memory stale (its compare-and-set
@@ -615,7 +615,7 @@ async fn erasing_a_member_deletes_its_rate_state() {
             offset: i as i64,
             ts: now_ms(),
             kind: EventType::Score,
-            member: m.to_string(),
+            member: (*m).into(),
         })
         .collect();
     let scripts = direct.store.scripts();
