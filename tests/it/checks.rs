@@ -651,6 +651,92 @@ async fn erasing_a_member_deletes_its_rate_state() {
     println!("verified: after erasing `gone`, the rate states left are {left:?}");
 }
 
+/// Two consumers decide events of a member that has no state yet at the
+/// same moment: both read none, one creates it, and the other must find
+/// out and decide its events anew from the first one's state. A later
+/// event then counts both (`score_rate` is 3 a minute): had either
+/// consumer's events been lost from the state, it would pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_consumers_creating_one_members_state_at_once_both_count() {
+    use rankflow::config::Config;
+    use rankflow::event::EventType;
+    use rankflow::sink::rates::{Candidate, Decision, Known, decide};
+    use rankflow::sink::store::Store;
+
+    let redis = Redis::start();
+    let prefix = unique("rf");
+    let text = format!(
+        "{BOARDS}\n[kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\nquarantine_topic = \"q\"\n\
+         [redis]\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\n",
+        redis.url()
+    );
+    let cfg = Config::from_toml(&text, std::path::Path::new("t.toml"), Vec::new()).expect("config");
+    let checks = cfg.compile_checks().expect("checks");
+    let store = Store::connect(&cfg.redis).await.expect("redis");
+    let scripts = store.scripts();
+    let fields = vec!["t/0".to_string(), "t/1".to_string()];
+    let ts = now_ms();
+    let event = |part: u16, offset: i64, at: i64| Candidate {
+        part,
+        offset,
+        ts: at,
+        kind: EventType::Score,
+        member: "racer".into(),
+    };
+    for round in 0..20 {
+        let prefix = format!("{prefix}-{round}");
+        let (a, b) = (
+            [event(0, 0, ts), event(0, 1, ts + 10)],
+            [event(1, 0, ts + 5)],
+        );
+        let (mut known_a, mut known_b) = (Known::default(), Known::default());
+        // Polled in turn on one connection: both reads go out before
+        // either write.
+        let (got_a, got_b) = tokio::join!(
+            decide(
+                &store,
+                &scripts,
+                &prefix,
+                &checks,
+                (&fields, &[-1, -1]),
+                &a,
+                &mut known_a
+            ),
+            decide(
+                &store,
+                &scripts,
+                &prefix,
+                &checks,
+                (&fields, &[-1, -1]),
+                &b,
+                &mut known_b
+            ),
+        );
+        let (got_a, got_b) = (got_a.expect("a"), got_b.expect("b"));
+        assert_eq!(got_b, vec![Decision::Pass], "round {round}");
+        assert_eq!(got_a, vec![Decision::Pass, Decision::Pass], "round {round}");
+        let later = [event(0, 2, ts + 20)];
+        let got = decide(
+            &store,
+            &scripts,
+            &prefix,
+            &checks,
+            (&fields, &[-1, -1]),
+            &later,
+            &mut Known::default(),
+        )
+        .await
+        .expect("later");
+        assert!(
+            matches!(got[..], [Decision::Failed(_)]),
+            "round {round}: the fourth event within a minute got {got:?}"
+        );
+    }
+    println!(
+        "verified: in 20 rounds of two consumers creating one member's state at once, a later event counted the events of both"
+    );
+}
+
 /// `rankflow check` with `[[check]]` entries: what it lists for a valid
 /// configuration, and, for each mistake, exit 2 with the check, its number
 /// and the field in the message (a hand-made table).
