@@ -3,8 +3,7 @@
 //! (`<prefix>:rate:{<bucket>}:<type>:<member>`, docs/redis-layout.md); the
 //! states are read (`MGET`), the events decided from them here
 //! ([`crate::checks::state`]), and the changed states written back by
-//! compare-and-set (`SET ... NX` for a state that did not exist,
-//! `lua/rates.lua` for the others). A state another consumer changed in
+//! compare-and-set (`lua/rates.lua`). A state another consumer changed in
 //! between is read again and its events decided anew, so each event is
 //! decided once, from the state as the fleet left it. The consumer
 //! remembers the states it last read or wrote ([`Known`]) and reads only
@@ -15,7 +14,6 @@
 //! each partition: its flush starts after the batch before it was applied,
 //! and a partition resumes at a position that Redis recorded as applied.
 
-use redis::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -269,70 +267,6 @@ async fn write(
     states: &[State],
     writes: &[Write],
 ) -> Result<Vec<usize>, StoreError> {
-    let (fresh, existing): (Vec<&Write>, Vec<&Write>) =
-        writes.iter().partition(|(_, before, ..)| before.is_empty());
-    let (mut changed, replaced) = futures::future::try_join(
-        create(store, states, &fresh),
-        replace(store, scripts, states, &existing),
-    )
-    .await?;
-    changed.extend(replaced);
-    Ok(changed)
-}
-
-/// The states that did not exist when read, created with `SET ... NX`:
-/// as atomic as the script, at half its cost in Redis.
-async fn create(
-    store: &Store,
-    states: &[State],
-    writes: &[&Write],
-) -> Result<Vec<usize>, StoreError> {
-    let groups = chunks(
-        store.is_cluster(),
-        writes.iter().map(|w| states[w.0].bucket),
-    );
-    let cmds: Vec<Vec<redis::Cmd>> = groups
-        .iter()
-        .map(|group| {
-            group
-                .iter()
-                .map(|&w| {
-                    let (s, _, after, ttl) = writes[w];
-                    let mut set = redis::cmd("SET");
-                    set.arg(&states[*s].key)
-                        .arg(after.as_slice())
-                        .arg("NX")
-                        .arg("PX")
-                        .arg(*ttl);
-                    set
-                })
-                .collect()
-        })
-        .collect();
-    let replies = store.ordered(&cmds).await?;
-    let mut changed = Vec::new();
-    for (&w, reply) in groups.iter().flatten().zip(replies) {
-        match reply {
-            Value::Okay => {}
-            Value::SimpleString(ok) if ok == "OK" => {}
-            Value::Nil => changed.push(writes[w].0),
-            other => {
-                return Err(server_error(&other).unwrap_or_else(|| {
-                    StoreError::Protocol(format!("SET ... NX answered {other:?}"))
-                }));
-            }
-        }
-    }
-    Ok(changed)
-}
-
-/// The states that existed when read, written by the rates script.
-async fn replace(
-    store: &Store,
-    scripts: &Scripts,
-    states: &[State],
-    writes: &[&Write],
-) -> Result<Vec<usize>, StoreError> {
     let chunks = chunks(
         store.is_cluster(),
         writes.iter().map(|w| states[w.0].bucket),
@@ -343,7 +277,7 @@ async fn replace(
             let data: usize = chunk
                 .iter()
                 .map(|&w| {
-                    let (s, before, after, _) = writes[w];
+                    let (s, before, after, _) = &writes[w];
                     states[*s].key.len() + before.len() + after.len() + 20
                 })
                 .sum();
@@ -353,7 +287,7 @@ async fn replace(
                 cmd.arg(&states[writes[w].0].key);
             }
             for &w in chunk {
-                let (_, before, after, ttl) = writes[w];
+                let (_, before, after, ttl) = &writes[w];
                 cmd.arg(before.as_slice()).arg(after.as_slice()).arg(*ttl);
             }
             cmd
