@@ -64,6 +64,14 @@ pub enum AppError {
     /// A Redis setting the client cannot use (the message names it).
     #[error("{0}")]
     RedisSettings(StoreError),
+    /// A shadow board is configured: `rankflow check` validates shadow
+    /// boards, but this version does not run them (their backfill is not
+    /// built yet), and a shadow that followed live events alone would hold
+    /// less than its configuration says (exit 2).
+    #[error(
+        "board `{0}`, field `shadow_of`: shadow boards are validated by `rankflow check` but not run by this version (their backfill from Kafka history is not built yet); remove `shadow_of` and `backfill_from` to run"
+    )]
+    ShadowNotRun(String),
     /// Redis refused rankflow for good at start-up: wrong password, or an
     /// ACL that lacks a key or command rankflow needs.
     #[error("setting `redis.url`: Redis refuses rankflow's credentials or permissions: {0}")]
@@ -110,6 +118,7 @@ impl AppError {
             | AppError::Kafka(_)
             | AppError::RedisSettings(_)
             | AppError::RedisRefused(_)
+            | AppError::ShadowNotRun(_)
             | AppError::Audit(_) => true,
             AppError::Archive(e) => !e.is_retriable(),
             AppError::Source(e) => !e.is_retriable(),
@@ -237,6 +246,9 @@ pub async fn run(
     let metrics = telemetry::install().map_err(AppError::Metrics)?;
     // Fail on anything permanent before waiting for any server.
     let boards = Arc::new(preflight(&config)?);
+    if let Some(shadow) = boards.shadows().next() {
+        return Err(AppError::ShadowNotRun(shadow.name.clone()));
+    }
     let checks = Arc::new(config.compile_checks()?);
     // Reads of archived periods; an unusable URL ends the start-up (exit 2).
     let archive = Target::from_config(&config.archive)?.map(ArchiveReader::with_target);

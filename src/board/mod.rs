@@ -3,7 +3,8 @@
 //! window time math ([`period`], [`window`], [`duration`]), where an event
 //! lands ([`resolve`]), Redis key names ([`keys`]) and the score encoding of
 //! tie-break boards ([`score`]) and of composite boards ([`layout`], with
-//! the reader helpers in [`composite`]).
+//! the reader helpers in [`composite`]), and what makes a board the shadow
+//! of another ([`shadow`]).
 
 pub mod composite;
 pub(crate) mod duration;
@@ -14,6 +15,7 @@ pub(crate) mod period;
 pub(crate) mod ranking;
 pub mod resolve;
 pub(crate) mod score;
+pub(crate) mod shadow;
 pub(crate) mod spec;
 pub(crate) mod window;
 

@@ -13,6 +13,7 @@ use super::period::{PeriodKind, period_of};
 // Re-exported: callers outside the folder name the enums through `model` too.
 pub(crate) use super::ranking::{Aggregate, Order, TieBreak};
 use super::score::{MAX_EXACT, MAX_TIE_TS, TieKey};
+use super::shadow::{self, Outline, Shadow};
 use super::spec::{BoardError, BoardSpec, FieldSpec, Globals};
 use super::window::WindowSpec;
 use crate::event::EventType;
@@ -81,6 +82,8 @@ pub struct Board {
     /// Board option `scope_registry`: scope values kept per view for
     /// `scope=*` (0 for unscoped boards, or when turned off).
     pub(crate) scope_registry: u64,
+    /// Set for a shadow board (`shadow_of`, docs/configuration.md).
+    pub(crate) shadow: Option<Shadow>,
 }
 
 /// Periods of one kind a moderation action visits at most (an hourly
@@ -266,6 +269,18 @@ impl BoardSet {
             }
             boards.push(board);
         }
+        let outlines: Vec<Outline<'_>> = boards
+            .iter()
+            .map(|b| Outline {
+                name: &b.name,
+                shadow: b.shadow.as_ref(),
+                scoped: b.scope.is_some(),
+                views: b.views.iter().map(ViewSpec::name).collect(),
+            })
+            .collect();
+        shadow::check_all(&outlines, &|i, field| {
+            location(i + 1, &specs[i].name, field)
+        })?;
         let mut by_event: [Vec<usize>; 3] = Default::default();
         for (i, b) in boards.iter().enumerate() {
             by_event[b.event.index()].push(i);
@@ -285,6 +300,11 @@ impl BoardSet {
 
     pub(crate) fn get(&self, name: &str) -> Option<&Board> {
         self.boards.iter().find(|b| b.name == name)
+    }
+
+    /// The shadow boards, in configuration order.
+    pub(crate) fn shadows(&self) -> impl Iterator<Item = &Board> {
+        self.boards.iter().filter(|b| b.shadow.is_some())
     }
 }
 
@@ -353,6 +373,7 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
     let views = compile_views(number, b, &archived)?;
     let (aggregate, order) = aggregate_and_order(b, composite.as_ref());
     let (board_slot, scope_registry) = scope_options(number, b)?;
+    let shadow = shadow::own(b, &at)?;
     Ok(Board {
         name: b.name.clone(),
         event,
@@ -373,6 +394,7 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
         dense_ranks: b.dense_ranks,
         board_slot,
         scope_registry,
+        shadow,
     })
 }
 

@@ -62,6 +62,12 @@ pub(crate) struct BoardSpec {
     /// keeps for `scope=*` (0: no registry, `scope=*` is refused).
     #[serde(default)]
     pub(crate) scope_registry: Option<u64>,
+    /// The board this one is a candidate replacement of (`shadow::Shadow`).
+    #[serde(default)]
+    pub(crate) shadow_of: Option<String>,
+    /// The event time (RFC 3339) a shadow's backfill replays from.
+    #[serde(default)]
+    pub(crate) backfill_from: Option<String>,
 }
 
 fn default_dense_ranks() -> bool {

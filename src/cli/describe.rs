@@ -58,6 +58,7 @@ pub(crate) fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
     }
     for b in &boards.boards {
         describe_board(&mut out, boards, b, now);
+        describe_shadow(&mut out, config, b, now);
     }
     // Compiled already by the checks before this: an error cannot come.
     if let Ok(checks) = config.compile_checks()
@@ -70,6 +71,37 @@ pub(crate) fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
         }
     }
     out
+}
+
+/// What a shadow board replaces and what its backfill will replay.
+fn describe_shadow(out: &mut String, config: &Config, b: &Board, now: i64) {
+    let Some(shadow) = &b.shadow else {
+        return;
+    };
+    let views: Vec<String> = b.views.iter().map(ViewSpec::name).collect();
+    let _ = writeln!(
+        out,
+        "  shadow of  {} (a candidate replacement: promoting it serves its views {} as `{}`'s)",
+        shadow.of,
+        views.join(", "),
+        shadow.of
+    );
+    let line = match shadow.backfill_from {
+        None => "no `backfill_from`: it holds live events only".to_string(),
+        Some(from) => {
+            let since = chrono::DateTime::from_timestamp_millis(from)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default();
+            let ago = Span::Fixed {
+                ms: now.saturating_sub(from).max(0),
+            };
+            format!(
+                "the retained messages of topics {:?} with event times from {since} ({ago} ago), up to where the live consumers are, into every view above",
+                config.kafka.topics
+            )
+        }
+    };
+    let _ = writeln!(out, "  backfill   {line}");
 }
 
 /// What `check` says about reading a scoped board's scopes as one.

@@ -347,3 +347,49 @@ fn check_passes_a_valid_config_without_servers_and_masks_secrets() {
     }
     println!("check: exit 0 in {elapsed:?} with no server; secrets masked");
 }
+
+/// A shadow board (`shadow_of`, `backfill_from`): `check` says what it
+/// replaces and what its backfill will replay, and locates a mistake in it;
+/// `run` refuses it, since this version does not build its backfill yet,
+/// rather than run a shadow that holds less than its configuration says.
+#[test]
+fn shadow_boards_are_described_by_check_and_refused_by_run() {
+    let shadow = |views: &str| {
+        format!(
+            "{}\n[[board]]\nname = \"b2\"\nevent = \"gift\"\nmember = \"receiver_id\"\nscore = \"count * 2\"\n{views}\nshadow_of = \"b\"\nbackfill_from = \"2026-11-01T00:00:00Z\"\n",
+            config("", "", &plain_redis())
+        )
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out, _) = rankflow(
+        dir.path(),
+        &shadow("periods = [\"day\", \"all\"]"),
+        &["check"],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    for line in [
+        "  shadow of  b (a candidate replacement: promoting it serves its views day, all as `b`'s)",
+        "  backfill   the retained messages of topics [\"events\"] with event times from 2026-11-01T00:00:00Z (",
+    ] {
+        assert!(stdout.contains(line), "{line:?} in:\n{stdout}");
+    }
+    assert_permanent(
+        "a shadow without a view of its board",
+        &shadow("periods = [\"all\"]"),
+        &["run", "check"],
+        "board `b2` (#2), field `periods`",
+        &["lacks the view `day` of `b`"],
+    );
+    assert_permanent(
+        "a valid shadow",
+        &shadow("periods = [\"day\", \"all\"]"),
+        &["run"],
+        "board `b2`, field `shadow_of`",
+        &["not run by this version"],
+    );
+    println!(
+        "verified: check describes the shadow and locates its mistake; run refuses it with exit 2"
+    );
+}
