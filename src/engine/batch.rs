@@ -178,7 +178,6 @@ impl Batch {
         }
     }
 
-    /// Keeps an event taken with `outcome` for its rate checks.
     /// Applies the rate checks' decisions on the rated events (in their
     /// order): a failed event leaves the boards' updates and its count,
     /// counts `quarantined` and becomes a letter for the quarantine topic;
