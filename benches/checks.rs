@@ -120,11 +120,10 @@ async fn main() {
             r.quarantined
         );
     }
-    ratios.sort_by(f64::total_cmp);
+    let median = support::median(&mut ratios);
     println!(
-        "  with checks / without, per round: {:?}; median {:.3}",
+        "  with checks / without, per round: {:?}; median {median:.3}",
         ratios.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
-        ratios[ratios.len() / 2]
     );
     let (bytes, entries, keys) = state;
     println!(

@@ -123,8 +123,15 @@ async fn main() {
         ("with the member index", true, false),
         ("index, 2 hidden, 1 erased", true, true),
     ];
-    for (name, index, record) in (0..rounds).flat_map(|_| configs) {
-        eprintln!("{name}:");
+    // Each round starts with another of them, so that a drift during the
+    // run (Redis holding more keys after every run, the machine's load)
+    // favours none; the table lists every round in the order above.
+    let order =
+        (0..rounds as usize).flat_map(|r| (0..configs.len()).map(move |k| (r, (k + r) % 3)));
+    let mut by_round: Vec<[Option<Run>; 3]> = vec![[None; 3]; rounds as usize];
+    for (round, c) in order {
+        let (name, index, record) = configs[c];
+        eprintln!("round {}, {name}:", round + 1);
         rankflow::sink::members::disable_index_for_benchmarks(!index);
         let prefix = std::sync::Mutex::new(String::new());
         let run = consume_with(&broker, &redis, &topic, BOARDS, events, batch, &|s| {
@@ -139,7 +146,14 @@ async fn main() {
             let prefix = prefix.lock().expect("prefix").clone();
             index_bytes = index_bytes_per_pair(&redis, &prefix).await;
         }
-        runs.push((name, run));
+        by_round[round][c] = Some(run);
+    }
+    for round in by_round {
+        for (c, run) in round.into_iter().enumerate() {
+            if let Some(run) = run {
+                runs.push((configs[c].0, run));
+            }
+        }
     }
     rankflow::sink::members::disable_index_for_benchmarks(false);
     println!(
@@ -151,15 +165,26 @@ async fn main() {
         "run", "events/s", "vs first", "rankflow µs/ev", "Redis µs/ev", "Redis cmds/ev"
     );
     // Each row against the run without the index of its round.
+    let mut ratios: [Vec<f64>; 3] = Default::default();
     for (i, (name, r)) in runs.iter().enumerate() {
         let first = runs[i - i % configs.len()].1;
+        let ratio = r.events_per_s / first.events_per_s.max(1e-9);
+        ratios[i % configs.len()].push(ratio);
         println!(
             "  {name:<28} {:>10.0} {:>8.2}x {:>15.2} {:>12.2} {:>14.2}",
             r.events_per_s,
-            r.events_per_s / first.events_per_s.max(1e-9),
+            ratio,
             r.rankflow_us(),
             r.redis_us(),
             r.commands_per_event()
+        );
+    }
+    for (c, mut rs) in ratios.into_iter().enumerate().skip(1) {
+        let median = support::median(&mut rs);
+        println!(
+            "  {}: {:?} of the run without the index; median {median:.3}",
+            configs[c].0,
+            rs.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>(),
         );
     }
     println!(

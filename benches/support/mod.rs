@@ -43,6 +43,18 @@ impl Run {
     }
 }
 
+/// The median of `values`, sorting them: the mean of the middle two of an
+/// even count (taking the upper one, as an index `len / 2` does, would
+/// favour the higher ratios).
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
 pub fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
