@@ -784,26 +784,34 @@ fn compile_views(
     Ok(views)
 }
 
+/// Compiles `[[board]]` tables written in TOML, in UTC with the prefix
+/// `rankflow`, and `archive_grace_ms` as `[archive]` would give it (for
+/// the board tests of this folder).
 #[cfg(test)]
-mod tests {
-    use serde::Deserialize;
-
-    use super::*;
-
-    #[derive(Deserialize)]
+pub(crate) fn compile_toml(
+    boards: &str,
+    archive_grace_ms: Option<i64>,
+) -> Result<BoardSet, BoardError> {
+    #[derive(serde::Deserialize)]
     struct File {
         board: Vec<BoardSpec>,
     }
+    let file: File = toml::from_str(boards).expect("board tables parse");
+    let globals = Globals {
+        timezone: Tz::UTC,
+        key_prefix: "rankflow".into(),
+        future_skew_ms: 300_000,
+        archive_grace_ms,
+    };
+    BoardSet::compile(&file.board, &globals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn compile(boards: &str) -> Result<BoardSet, BoardError> {
-        let file: File = toml::from_str(boards).expect("board tables parse");
-        let globals = Globals {
-            timezone: Tz::UTC,
-            key_prefix: "rankflow".into(),
-            future_skew_ms: 300_000,
-            archive_grace_ms: Some(600_000),
-        };
-        BoardSet::compile(&file.board, &globals)
+        compile_toml(boards, Some(600_000))
     }
 
     const GOOD: &str = r#"
@@ -904,14 +912,7 @@ mod tests {
         ))
         .unwrap();
         // Without an [archive] url there is no grace: archiving is refused.
-        let file: File = toml::from_str(&archived("archive = [\"day\"]")).unwrap();
-        let globals = Globals {
-            timezone: Tz::UTC,
-            key_prefix: "rankflow".into(),
-            future_skew_ms: 300_000,
-            archive_grace_ms: None,
-        };
-        let e = BoardSet::compile(&file.board, &globals)
+        let e = compile_toml(&archived("archive = [\"day\"]"), None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("[archive] url is not set"), "{e}");

@@ -123,26 +123,13 @@ pub(crate) fn check_all(
 
 #[cfg(test)]
 mod tests {
-    use serde::Deserialize;
-
-    use crate::board::{BoardSet, Globals};
+    use crate::board::BoardSet;
+    use crate::board::model::compile_toml;
 
     use super::*;
 
-    #[derive(Deserialize)]
-    struct File {
-        board: Vec<BoardSpec>,
-    }
-
     fn compile(boards: &str) -> Result<BoardSet, BoardError> {
-        let file: File = toml::from_str(boards).expect("board tables parse");
-        let globals = Globals {
-            timezone: chrono_tz::Tz::UTC,
-            key_prefix: "rankflow".into(),
-            future_skew_ms: 300_000,
-            archive_grace_ms: None,
-        };
-        BoardSet::compile(&file.board, &globals)
+        compile_toml(boards, None)
     }
 
     /// The board shadowed in every case below.

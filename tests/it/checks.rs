@@ -303,21 +303,34 @@ async fn rate_decisions_hold_on_a_redis_cluster() {
     println!("verified on the cluster (states per primary {spread:?}): {said}");
 }
 
+/// A configuration for driving `rates::decide` directly: `BOARDS` (with
+/// its checks) and `checks` besides, Redis at `url` (a TOML value) under
+/// `prefix`; with its compiled checks.
+fn decide_config(
+    checks: &str,
+    url: &str,
+    prefix: &str,
+) -> (rankflow::config::Config, rankflow::checks::CheckSet) {
+    let text = format!(
+        "{BOARDS}\n{checks}[kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\nquarantine_topic = \"q\"\n\
+         [redis]\nurl = {url}\nkey_prefix = \"{prefix}\"\n"
+    );
+    let cfg =
+        rankflow::config::Config::from_toml(&text, std::path::Path::new("t.toml"), Vec::new())
+            .expect("config");
+    let checks = cfg.compile_checks().expect("checks");
+    (cfg, checks)
+}
+
 /// Drives the rates script as [`rate_decisions_hold_through_batches_and_redeliveries_against_a_model`]
 /// says, against the Redis at `url` (a TOML value); answers what it did.
 async fn rate_decisions_against_the_model(url: &str, prefix: &str) -> String {
-    use rankflow::config::Config;
     use rankflow::event::EventType;
     use rankflow::sink::rates::{Candidate, Decision, Known, decide};
     use rankflow::sink::store::Store;
 
-    let text = format!(
-        "{BOARDS}\n[[check]]\nname = \"slow_rate\"\nevent = \"score\"\nmember = \"user_id\"\nmax_rate = \"5/5m\"\n\
-         [kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\nquarantine_topic = \"q\"\n\
-         [redis]\nurl = {url}\nkey_prefix = \"{prefix}\"\n"
-    );
-    let cfg = Config::from_toml(&text, std::path::Path::new("t.toml"), Vec::new()).expect("config");
-    let checks = cfg.compile_checks().expect("checks");
+    let slow_rate = "[[check]]\nname = \"slow_rate\"\nevent = \"score\"\nmember = \"user_id\"\nmax_rate = \"5/5m\"\n";
+    let (cfg, checks) = decide_config(slow_rate, url, prefix);
     let store = Store::connect(&cfg.redis).await.expect("redis");
     let scripts = store.scripts();
     let fields = vec!["t/0".to_string(), "t/1".to_string()];
@@ -591,19 +604,12 @@ async fn a_released_message_counts_once_and_its_original_never() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn erasing_a_member_deletes_its_rate_state() {
     use rankflow::admin::{ActionRequest, MemberAction};
-    use rankflow::config::Config;
     use rankflow::event::EventType;
     use rankflow::sink::rates::{Candidate, Known, decide};
 
     let redis = Redis::start();
     let prefix = unique("rf");
-    let text = format!(
-        "{BOARDS}\n[kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\nquarantine_topic = \"q\"\n\
-         [redis]\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\n",
-        redis.url()
-    );
-    let cfg = Config::from_toml(&text, std::path::Path::new("t.toml"), Vec::new()).expect("config");
-    let checks = cfg.compile_checks().expect("checks");
+    let (_, checks) = decide_config("", &format!("\"{}\"", redis.url()), &prefix);
     let direct = common::direct::Direct::new(&redis.url(), &prefix, BOARDS, now_ms())
         .await
         .with_erase_key("secret");
@@ -658,20 +664,13 @@ async fn erasing_a_member_deletes_its_rate_state() {
 /// consumer's events been lost from the state, it would pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_consumers_creating_one_members_state_at_once_both_count() {
-    use rankflow::config::Config;
     use rankflow::event::EventType;
     use rankflow::sink::rates::{Candidate, Decision, Known, decide};
     use rankflow::sink::store::Store;
 
     let redis = Redis::start();
     let prefix = unique("rf");
-    let text = format!(
-        "{BOARDS}\n[kafka]\nbrokers = \"unused:9092\"\ntopics = [\"t\"]\nquarantine_topic = \"q\"\n\
-         [redis]\nurl = \"{}\"\nkey_prefix = \"{prefix}\"\n",
-        redis.url()
-    );
-    let cfg = Config::from_toml(&text, std::path::Path::new("t.toml"), Vec::new()).expect("config");
-    let checks = cfg.compile_checks().expect("checks");
+    let (cfg, checks) = decide_config("", &format!("\"{}\"", redis.url()), &prefix);
     let store = Store::connect(&cfg.redis).await.expect("redis");
     let scripts = store.scripts();
     let fields = vec!["t/0".to_string(), "t/1".to_string()];
