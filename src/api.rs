@@ -156,6 +156,14 @@ struct BoardInfo {
     /// Scoped boards: reading several scopes as one (docs/http-api.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     scope_unions: Option<reader::union::ScopeUnionOffer>,
+    /// A shadow board: the board it is a candidate replacement of
+    /// (docs/rebuilds.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shadow_of: Option<String>,
+    /// A shadow board's backfill, `{"state", "lag"}`; `null` while Redis
+    /// cannot tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backfill: Option<Option<crate::backfill::progress::Progress>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -170,10 +178,22 @@ fn lower<T: std::fmt::Debug>(v: T) -> String {
 }
 
 async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
+    let mut boards = describe_boards(&s);
+    for info in boards.iter_mut().filter(|b| b.shadow_of.is_some()) {
+        let progress = match s.reader.get() {
+            Some(r) => r.backfill(&info.name).await.ok(),
+            None => None,
+        };
+        info.backfill = Some(progress);
+    }
+    Json(serde_json::json!({ "boards": boards }))
+}
+
+/// What `/v1/boards` says of each board, but a shadow's backfill.
+fn describe_boards(s: &ApiState) -> Vec<BoardInfo> {
     let now = s.clock.now_ms();
     let prefix = &s.boards.key_prefix;
-    let boards: Vec<BoardInfo> = s
-        .boards
+    s.boards
         .boards
         .iter()
         .map(|b| {
@@ -228,10 +248,11 @@ async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
                 views,
                 unions: reader::union::offered(b),
                 scope_unions: reader::union::scope_offer(b),
+                shadow_of: b.shadow.as_ref().map(|sh| sh.of.clone()),
+                backfill: None,
             }
         })
-        .collect();
-    Json(serde_json::json!({ "boards": boards }))
+        .collect()
 }
 
 async fn no_route(method: Method, uri: Uri) -> ApiError {

@@ -21,16 +21,18 @@ use crate::archive::announce::{self, Announcer};
 use crate::archive::connect::Target;
 use crate::archive::read::ArchiveReader;
 use crate::archive::runner::Archiver;
+use crate::backfill;
 use crate::board::BoardSet;
 use crate::checks::CheckSet;
 use crate::clock::SharedClock;
 use crate::config::{Config, ConfigError, KafkaConfig};
 use crate::deadletter::{DeadLetterError, DeadLetters};
-use crate::engine::{Engine, Flusher};
+use crate::engine::{Engine, Flusher, Role};
 use crate::event::{Decoder, SchemaBuildError};
 use crate::health::Health;
 use crate::moderation::{Cell, MemberHasher};
 use crate::reader::Reader;
+use crate::sink::positions::Ledger;
 use crate::sink::store::Store;
 use crate::sink::store::StoreError;
 use crate::sink::trimmer;
@@ -64,14 +66,6 @@ pub enum AppError {
     /// A Redis setting the client cannot use (the message names it).
     #[error("{0}")]
     RedisSettings(StoreError),
-    /// A shadow board is configured: `rankflow check` validates shadow
-    /// boards, but this version does not run them (their backfill is not
-    /// built yet), and a shadow that followed live events alone would hold
-    /// less than its configuration says (exit 2).
-    #[error(
-        "board `{0}`, field `shadow_of`: shadow boards are validated by `rankflow check` but not run by this version (their backfill from Kafka history is not built yet); remove `shadow_of` and `backfill_from` to run"
-    )]
-    ShadowNotRun(String),
     /// Redis refused rankflow for good at start-up: wrong password, or an
     /// ACL that lacks a key or command rankflow needs.
     #[error("setting `redis.url`: Redis refuses rankflow's credentials or permissions: {0}")]
@@ -118,7 +112,6 @@ impl AppError {
             | AppError::Kafka(_)
             | AppError::RedisSettings(_)
             | AppError::RedisRefused(_)
-            | AppError::ShadowNotRun(_)
             | AppError::Audit(_) => true,
             AppError::Archive(e) => !e.is_retriable(),
             AppError::Source(e) => !e.is_retriable(),
@@ -246,9 +239,6 @@ pub async fn run(
     let metrics = telemetry::install().map_err(AppError::Metrics)?;
     // Fail on anything permanent before waiting for any server.
     let boards = Arc::new(preflight(&config)?);
-    if let Some(shadow) = boards.shadows().next() {
-        return Err(AppError::ShadowNotRun(shadow.name.clone()));
-    }
     let checks = Arc::new(config.compile_checks()?);
     // Reads of archived periods; an unusable URL ends the start-up (exit 2).
     let archive = Target::from_config(&config.archive)?.map(ArchiveReader::with_target);
@@ -304,7 +294,8 @@ pub async fn run(
         let _ = reader_slot.set(
             Reader::new(boards, store.clone(), clock, archive)
                 .with_unions(crate::reader::Unions::new(config.http.union_cache.ms()))
-                .with_max_read_entries(config.http.max_read_entries.get()),
+                .with_max_read_entries(config.http.max_read_entries.get())
+                .with_topics(config.kafka.topics.clone()),
         );
         consume(&config, parts, store, shutdown).await?;
         if let Some(archiver) = archiver {
@@ -429,45 +420,111 @@ fn spawn_upkeep(
     });
 }
 
-/// Joins the group and runs the consumer loop, the window trimmer and the
-/// Redis health probe until shutdown.
+/// Joins the group and runs the consumer loop, each shadow board's
+/// backfill, the window trimmer and the Redis health probe until shutdown.
 async fn consume(
     config: &Config,
     parts: Parts,
     store: Store,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), AppError> {
-    let Parts {
-        boards,
-        checks,
-        decoder,
-        dead_letters,
-        clock,
-        health,
-    } = parts;
-    let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
-    let consumer = Arc::new(source::subscribe(
-        &config.kafka,
-        Context::new(events_tx, health.clone()),
-    )?);
+    let trim_wanted = Arc::new(Notify::new());
+    let trim = tokio::spawn(trimmer::run(
+        store.clone(),
+        parts.boards.clone(),
+        parts.clock.clone(),
+        trim_wanted.clone(),
+        shutdown.clone(),
+    ));
+    let health_probe = tokio::spawn(probe_redis(
+        store.clone(),
+        parts.health.clone(),
+        shutdown.clone(),
+    ));
+    let mut loops = Vec::new();
+    for shadow in parts.boards.shadows() {
+        let name = shadow.name.clone();
+        let boards = config.compile_boards()?.consuming(|b| b.name == name);
+        let kafka = backfill::kafka_config(&config.kafka, &name);
+        let replays = shadow
+            .shadow
+            .as_ref()
+            .and_then(|s| s.backfill_from)
+            .is_some();
+        let backfill = Loop {
+            boards: Arc::new(boards),
+            checks: Default::default(),
+            dead_letters: None,
+            ledger: Ledger::backfill(&parts.boards.key_prefix, &name, replays),
+            role: Role::Backfill,
+            health: Arc::new(Health::default()),
+        };
+        loops.push(tokio::spawn(backfill::progress::watch(
+            store.clone(),
+            parts.boards.key_prefix.clone(),
+            name.clone(),
+            config.kafka.topics.clone(),
+            shutdown.clone(),
+        )));
+        let engine = engine(config, &kafka, backfill, &parts, &store, &trim_wanted).await?;
+        loops.push(tokio::spawn(engine.run(shutdown.clone())));
+    }
+    let live = Loop {
+        boards: Arc::new(config.compile_boards()?.consuming(|b| b.shadow.is_none())),
+        checks: parts.checks.clone(),
+        dead_letters: parts.dead_letters.clone(),
+        ledger: Ledger::live(&parts.boards.key_prefix),
+        role: Role::Live,
+        health: parts.health.clone(),
+    };
     tracing::info!(
         brokers = %config.kafka.brokers,
         group = %config.kafka.group_id,
         topics = ?config.kafka.topics,
-        boards = boards.boards.len(),
+        boards = parts.boards.boards.len(),
         "Consuming."
     );
-    let trim_wanted = Arc::new(Notify::new());
-    let trim = tokio::spawn(trimmer::run(
-        store.clone(),
-        boards.clone(),
-        clock.clone(),
-        trim_wanted.clone(),
-        shutdown.clone(),
-    ));
-    let health_probe = tokio::spawn(probe_redis(store.clone(), health.clone(), shutdown.clone()));
+    engine(config, &config.kafka, live, &parts, &store, &trim_wanted)
+        .await?
+        .run(shutdown)
+        .await;
+    for l in loops {
+        let _ = l.await;
+    }
+    let _ = trim.await;
+    let _ = health_probe.await;
+    Ok(())
+}
+
+/// What differs between the live consumer loop and a backfill's.
+struct Loop {
+    /// The boards, with only those this loop applies events to consuming.
+    boards: Arc<BoardSet>,
+    checks: Arc<CheckSet>,
+    dead_letters: Option<DeadLetters>,
+    ledger: Ledger,
+    role: Role,
+    health: Arc<Health>,
+}
+
+/// Subscribes a consumer in `kafka`'s group and builds its loop.
+async fn engine(
+    config: &Config,
+    kafka: &KafkaConfig,
+    l: Loop,
+    parts: &Parts,
+    store: &Store,
+    trim_wanted: &Arc<Notify>,
+) -> Result<Engine, AppError> {
+    let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut context = Context::new(events_tx, l.health.clone());
+    if l.role == Role::Backfill {
+        // The live consumer's lag gauges name the same partitions.
+        context = context.without_lag();
+    }
+    let consumer = Arc::new(source::subscribe(kafka, context)?);
     let writer = Arc::new(
-        Writer::new(store, boards.clone())
+        Writer::new(store.clone(), l.boards.clone())
             .with_moderation(Arc::new(Cell::new(member_hasher(config)))),
     );
     // Read now so the first batch's outcomes know who is hidden or erased;
@@ -477,34 +534,27 @@ async fn consume(
     }
     let flusher = Flusher {
         writer,
-        checks: checks.clone(),
+        checks: l.checks.clone(),
         rating: Default::default(),
-        clock: clock.clone(),
-        health: health.clone(),
-        dead_letters,
+        clock: parts.clock.clone(),
+        health: l.health.clone(),
+        dead_letters: l.dead_letters,
+        ledger: l.ledger,
     };
-    Engine {
-        boards,
-        checks,
-        decoder,
-        consumer: consumer.clone(),
+    Ok(Engine {
+        boards: l.boards,
+        checks: l.checks,
+        decoder: parts.decoder.clone(),
+        consumer,
         rebalances: events_rx,
-        clock,
-        health,
+        clock: parts.clock.clone(),
+        health: l.health,
         batch: config.batch.clone(),
         max_event_bytes: config.kafka.max_event_bytes.get(),
-        trim_wanted,
+        trim_wanted: trim_wanted.clone(),
         flusher,
-    }
-    .run(shutdown)
-    .await;
-    // Closing the consumer leaves the group, which waits for the broker; a
-    // thread of its own keeps that from holding up the exit when the broker
-    // is gone (the group then times the member out).
-    std::thread::spawn(move || drop(consumer));
-    let _ = trim.await;
-    let _ = health_probe.await;
-    Ok(())
+        role: l.role,
+    })
 }
 
 /// Connects to Redis, retrying with capped backoff and one log line per

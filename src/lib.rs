@@ -38,6 +38,7 @@ pub mod admin;
 pub mod api;
 pub mod app;
 pub mod archive;
+pub mod backfill;
 pub mod board;
 pub mod checks;
 pub mod cli;

@@ -211,6 +211,18 @@ pub(crate) fn positions_key(prefix: &str) -> String {
     format!("{prefix}:positions")
 }
 
+/// A shadow board's backfill positions (docs/rebuilds.md), kept like the
+/// live ones but apart from them.
+pub(crate) fn backfill_positions_key(prefix: &str, board: &str) -> String {
+    format!("{prefix}:positions~backfill:{board}")
+}
+
+/// A shadow board's backfill progress: `targets` (where the live consumers
+/// were when the backfill began) and `done`.
+pub(crate) fn backfill_key(prefix: &str, board: &str) -> String {
+    format!("{prefix}:backfill:{board}")
+}
+
 /// Field naming a partition in fences and positions.
 pub(crate) fn partition_field(topic: &str, partition: i32) -> String {
     format!("{topic}/{partition}")

@@ -306,6 +306,18 @@ impl BoardSet {
     pub(crate) fn shadows(&self) -> impl Iterator<Item = &Board> {
         self.boards.iter().filter(|b| b.shadow.is_some())
     }
+
+    /// The same boards, with only those that `consumes` selects taking
+    /// events. Every board stays (indices, keys and reads are unchanged):
+    /// the live consumers apply events to the boards that are not shadows,
+    /// and each shadow's backfill consumer to its shadow alone.
+    pub(crate) fn consuming(mut self, consumes: impl Fn(&Board) -> bool) -> BoardSet {
+        let boards = &self.boards;
+        for list in &mut self.by_event {
+            list.retain(|&i| consumes(&boards[i]));
+        }
+        self
+    }
 }
 
 fn location(number: usize, name: &str, field: &str) -> String {

@@ -20,7 +20,7 @@ use crate::clock::SharedClock;
 use crate::deadletter::DeadLetters;
 use crate::health::Health;
 use crate::sink::call::Call;
-use crate::sink::positions;
+use crate::sink::positions::Ledger;
 use crate::sink::rates;
 use crate::sink::report::FlushReport;
 use crate::sink::store::{Scripts, StoreError};
@@ -63,6 +63,8 @@ pub(crate) struct Flusher {
     pub(crate) health: Arc<Health>,
     /// Where invalid messages go, when a dead-letter topic is configured.
     pub(crate) dead_letters: Option<DeadLetters>,
+    /// Where the partitions' positions are recorded.
+    pub(crate) ledger: Ledger,
 }
 
 impl Flusher {
@@ -243,9 +245,8 @@ impl Flusher {
     /// are re-read (and skipped by the fences) after a restart.
     async fn record_positions(&self, batch: &Batch, scripts: &Scripts) {
         let store = self.writer.store();
-        let prefix = &self.writer.boards().key_prefix;
         let offsets = batch.record.commit_offsets();
-        if let Err(e) = positions::save(store, prefix, scripts, offsets).await {
+        if let Err(e) = self.ledger.save(store, scripts, offsets).await {
             tracing::debug!(error = %e, "Could not record partition positions; the next batch records them.");
         }
     }

@@ -46,4 +46,4 @@ mod setup;
 mod tests;
 
 pub(crate) use flush::Flusher;
-pub(crate) use setup::Engine;
+pub(crate) use setup::{Engine, Role};

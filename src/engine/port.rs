@@ -19,7 +19,6 @@ use tokio::task::JoinHandle;
 use super::batch::Batch;
 use super::flush::{Flushed, Flusher};
 use crate::moderation::Cell;
-use crate::sink::positions;
 use crate::source::{KafkaConsumer, TopicPartition, offsets_list};
 
 /// What the loop asks of the Kafka consumer.
@@ -129,8 +128,10 @@ impl Sink for Flusher {
         parts: Vec<TopicPartition>,
     ) -> BoxFuture<'static, Result<Positions, String>> {
         let writer = self.writer.clone();
+        let ledger = self.ledger.clone();
         Box::pin(async move {
-            positions::load(writer.store(), &writer.boards().key_prefix, &parts)
+            ledger
+                .load(writer.store(), &parts)
                 .await
                 .map_err(|e| e.to_string())
         })

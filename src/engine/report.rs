@@ -20,6 +20,7 @@ pub(crate) fn emit_batch(
     took: Duration,
     now: i64,
 ) {
+    emit_writes(boards, report);
     let settled = batch.settle(report);
     for (topic, kind, outcome, count) in &settled.outcomes {
         events::EventsCounted {
@@ -30,19 +31,6 @@ pub(crate) fn emit_batch(
         }
         .emit();
     }
-    for (i, c) in report.boards.iter().enumerate() {
-        events::BoardWritten {
-            board: &boards.boards[i].name,
-            updates: c.applied,
-            evicted: c.evicted,
-            overflow: c.overflow,
-        }
-        .emit();
-    }
-    events::DuplicatesSkipped {
-        ranges: report.conflicts,
-    }
-    .emit();
     let invalid = || {
         batch
             .record
@@ -79,6 +67,24 @@ pub(crate) fn emit_batch(
     events::EventLags {
         now_ms: now,
         event_ts: &settled.applied_ts,
+    }
+    .emit();
+}
+
+/// What a batch wrote per board and the ranges the fences skipped: all a
+/// backfill's batch reports, since the live consumers count its events.
+pub(crate) fn emit_writes(boards: &BoardSet, report: &FlushReport) {
+    for (i, c) in report.boards.iter().enumerate() {
+        events::BoardWritten {
+            board: &boards.boards[i].name,
+            updates: c.applied,
+            evicted: c.evicted,
+            overflow: c.overflow,
+        }
+        .emit();
+    }
+    events::DuplicatesSkipped {
+        ranges: report.conflicts,
     }
     .emit();
 }

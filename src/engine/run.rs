@@ -31,7 +31,7 @@ use super::port::{Sink, Source};
 use super::queue::FlushQueue;
 use super::report;
 use super::resume::{self, Resume};
-use super::setup::Engine;
+use super::setup::{Engine, Role};
 
 /// How long after its assignment a partition whose fetcher has not started
 /// is logged: it normally starts within a second (librdkafka first fetches
@@ -72,6 +72,7 @@ pub(super) struct ConsumerLoop<Src: Source, Snk: Sink> {
     clock: SharedClock,
     pub(super) health: Arc<Health>,
     trim_wanted: Arc<Notify>,
+    role: Role,
     intake: Intake,
     pub(super) queue: FlushQueue,
     pub(super) partitions: Partitions,
@@ -104,6 +105,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
             clock: engine.clock,
             health: engine.health,
             trim_wanted: engine.trim_wanted,
+            role: engine.role,
             intake,
             queue: FlushQueue::new(
                 engine.batch.max_events.get(),
@@ -389,7 +391,12 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
         {
             tracing::debug!(error = %e, "Could not store offsets (partition revoked meanwhile); the next owner re-reads them and the fences skip them.");
         }
-        report::emit_batch(&self.boards, batch, report, took, self.clock.now_ms());
+        match self.role {
+            Role::Live => {
+                report::emit_batch(&self.boards, batch, report, took, self.clock.now_ms())
+            }
+            Role::Backfill => report::emit_writes(&self.boards, report),
+        }
         if report.more_trim {
             self.trim_wanted.notify_one();
         }

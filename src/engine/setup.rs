@@ -37,4 +37,18 @@ pub(crate) struct Engine<Src: Source = KafkaConsumer, Snk: Sink = Flusher> {
     pub(crate) trim_wanted: Arc<Notify>,
     /// Applies batches (and writes dead letters and positions).
     pub(crate) flusher: Snk,
+    /// What the loop's batches are to the fleet.
+    pub(crate) role: Role,
+}
+
+/// Whose events a loop counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The consumer group of `kafka.group_id`: it counts every event's
+    /// outcome, dead letters and lags.
+    Live,
+    /// A shadow board's backfill (docs/rebuilds.md): it reads the same
+    /// messages again for one board, so it counts only what it wrote
+    /// there; the live consumers count the events.
+    Backfill,
 }

@@ -281,6 +281,7 @@ impl Harness {
             },
             max_event_bytes: 65536,
             trim_wanted: Default::default(),
+            role: super::Role::Live,
             flusher: sink.clone(),
         };
         let mut rx = rx;

@@ -29,6 +29,9 @@ pub struct Reader {
     /// dense rank without its index. A read that would walk more is
     /// refused (400), never computed unboundedly.
     pub(super) max_read_entries: u64,
+    /// The topics the boards are computed from: a shadow board's backfill
+    /// progress counts their partitions.
+    pub(super) topics: Vec<String>,
 }
 
 /// The default of `[http] max_read_entries`.
@@ -52,6 +55,7 @@ impl Reader {
             archive,
             unions: Unions::default(),
             max_read_entries: DEFAULT_MAX_READ_ENTRIES,
+            topics: Vec::new(),
         }
     }
 
@@ -73,6 +77,22 @@ impl Reader {
     pub fn with_unions(mut self, unions: Unions) -> Reader {
         self.unions = unions;
         self
+    }
+
+    /// The same reader counting a backfill's lag over `topics`
+    /// (`kafka.topics`).
+    pub fn with_topics(mut self, topics: Vec<String>) -> Reader {
+        self.topics = topics;
+        self
+    }
+
+    /// How far a shadow board's backfill is (docs/rebuilds.md); read only.
+    pub(crate) async fn backfill(
+        &self,
+        board: &str,
+    ) -> Result<crate::backfill::progress::Progress, crate::sink::store::StoreError> {
+        crate::backfill::progress::read(&self.store, &self.boards.key_prefix, board, &self.topics)
+            .await
     }
 
     /// The same reader falling back to `archive` for periods no longer in

@@ -120,6 +120,13 @@ fn evaluate_inner<'e>(
     let fields = &event.fields;
     for &i in boards.for_event(event.kind) {
         let board = &boards.boards[i];
+        // A shadow holds the events from its `backfill_from` on: older
+        // ones replayed from the topics are not its to count.
+        if let Some(from) = board.shadow.as_ref().and_then(|s| s.backfill_from)
+            && event.ts < from
+        {
+            continue;
+        }
         let fail = |field: &'static str| {
             move |source: EvalError| RuleError::Eval {
                 board: board.name.clone(),

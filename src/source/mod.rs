@@ -66,6 +66,9 @@ pub(crate) struct Context {
     /// Whether statistics come (`statistics.interval.ms` > 0): they tell
     /// when a fetcher started; without them the loop is told at once.
     stats_enabled: bool,
+    /// Whether the statistics feed `rankflow_consumer_lag` (the live
+    /// consumer's; a backfill reads the same partitions again).
+    reports_lag: bool,
 }
 
 impl Context {
@@ -76,7 +79,14 @@ impl Context {
             assigned: Mutex::new(HashSet::new()),
             reports: outage::KafkaReports::default(),
             stats_enabled: true,
+            reports_lag: true,
         }
+    }
+
+    /// A context whose statistics leave `rankflow_consumer_lag` alone.
+    pub(crate) fn without_lag(mut self) -> Context {
+        self.reports_lag = false;
+        self
     }
 
     /// Tells the loop which assigned partitions' fetchers have started
@@ -121,6 +131,9 @@ impl ClientContext for Context {
             self.reports.reachable();
         }
         self.report_started(&stats, &assigned);
+        if !self.reports_lag {
+            return;
+        }
         for (topic, t) in &stats.topics {
             for (id, p) in &t.partitions {
                 if *id < 0 || !assigned.contains(&(topic.clone(), *id)) {

@@ -268,6 +268,18 @@ impl Rebalanced<'_> {
 }
 
 /// One assigned partition's lag, from librdkafka's statistics.
+pub(crate) struct BackfillLag<'a> {
+    pub(crate) board: &'a str,
+    pub(crate) lag: i64,
+}
+
+impl BackfillLag<'_> {
+    pub(crate) fn emit(self) {
+        metrics::gauge!(BACKFILL_LAG, "board" => self.board.to_string())
+            .set(self.lag.max(0) as f64);
+    }
+}
+
 pub(crate) struct PartitionLag<'a> {
     pub(crate) topic: &'a str,
     pub(crate) partition: i32,

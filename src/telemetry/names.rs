@@ -17,6 +17,9 @@ pub(crate) const SCORE_OVERFLOW: &str = "rankflow_score_overflow_total";
 pub(crate) const DUPLICATES: &str = "rankflow_duplicate_batches_total";
 /// Events that failed a check and went to the quarantine topic, per check.
 pub(crate) const QUARANTINED: &str = "rankflow_quarantined_total";
+/// A shadow board's backfill: messages it still has to replay to reach
+/// the live consumers.
+pub(crate) const BACKFILL_LAG: &str = "rankflow_backfill_lag";
 /// Failed attempts to write dead letters (the batch waits and is retried).
 pub(crate) const DLQ_ERRORS: &str = "rankflow_dlq_errors_total";
 /// 1 while the consumer can write to Redis, 0 during an outage.
@@ -114,6 +117,11 @@ pub(crate) const METRICS: &[Metric] = &[
         name: DLQ,
         kind: Kind::Counter,
         help: "Messages sent to the dead-letter topic, by reason.",
+    },
+    Metric {
+        name: BACKFILL_LAG,
+        kind: Kind::Gauge,
+        help: "Messages a shadow board's backfill has still to replay to reach the live consumers, by board.",
     },
     Metric {
         name: QUARANTINED,

@@ -50,6 +50,7 @@ mod read_only;
 mod repeated_kill;
 mod scope_unions;
 mod security;
+mod shadows;
 mod streams;
 mod unions;
 mod windows;
