@@ -22,6 +22,7 @@ use crate::archive::connect::Target;
 use crate::archive::read::ArchiveReader;
 use crate::archive::runner::Archiver;
 use crate::backfill;
+use crate::backfill::verdicts::Verdicts;
 use crate::board::BoardSet;
 use crate::checks::CheckSet;
 use crate::clock::SharedClock;
@@ -442,6 +443,16 @@ async fn consume(
         shutdown.clone(),
     ));
     let mut loops = Vec::new();
+    // Checks decide once, live; backfills follow their record.
+    let verdicts = match (&config.kafka.quarantine_topic, parts.checks.is_empty()) {
+        (Some(topic), false) => Some(Arc::new(Verdicts::new(
+            &config.kafka,
+            topic,
+            store.clone(),
+            &parts.boards.key_prefix,
+        ))),
+        _ => None,
+    };
     for shadow in parts.boards.shadows() {
         let name = shadow.name.clone();
         let boards = config.compile_boards()?.consuming(|b| b.name == name);
@@ -458,6 +469,7 @@ async fn consume(
             ledger: Ledger::backfill(&parts.boards.key_prefix, &name, replays),
             role: Role::Backfill,
             health: Arc::new(Health::default()),
+            verdicts: verdicts.clone(),
         };
         loops.push(tokio::spawn(backfill::progress::watch(
             store.clone(),
@@ -476,6 +488,7 @@ async fn consume(
         ledger: Ledger::live(&parts.boards.key_prefix),
         role: Role::Live,
         health: parts.health.clone(),
+        verdicts: None,
     };
     tracing::info!(
         brokers = %config.kafka.brokers,
@@ -505,6 +518,8 @@ struct Loop {
     ledger: Ledger,
     role: Role,
     health: Arc<Health>,
+    /// A backfill's record of what the live checks quarantined.
+    verdicts: Option<Arc<Verdicts>>,
 }
 
 /// Subscribes a consumer in `kafka`'s group and builds its loop.
@@ -540,6 +555,7 @@ async fn engine(
         health: l.health.clone(),
         dead_letters: l.dead_letters,
         ledger: l.ledger,
+        verdicts: l.verdicts,
     };
     Ok(Engine {
         boards: l.boards,

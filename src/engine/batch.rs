@@ -229,6 +229,13 @@ impl Batch {
         !gone.is_empty()
     }
 
+    /// Drops the events `gone` (partition index, offset): the live
+    /// consumers' checks quarantined them (a shadow board's backfill).
+    pub(crate) fn drop_events(&mut self, gone: &HashSet<(u16, i64)>) {
+        self.updates.drop_events(gone);
+        self.record.drop_applied(gone);
+    }
+
     /// The batch's final counts, given what Redis reported applying it
     /// (see [`Record::settle`]).
     pub fn settle(&self, report: &FlushReport) -> Settled {

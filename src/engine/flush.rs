@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::backfill::verdicts::Verdicts;
+use crate::board::keys;
 use crate::checks::CheckSet;
 use crate::clock::SharedClock;
 use crate::deadletter::DeadLetters;
@@ -65,6 +67,9 @@ pub(crate) struct Flusher {
     pub(crate) dead_letters: Option<DeadLetters>,
     /// Where the partitions' positions are recorded.
     pub(crate) ledger: Ledger,
+    /// A shadow board's backfill with checks configured: what the live
+    /// consumers' checks quarantined, to leave out.
+    pub(crate) verdicts: Option<Arc<Verdicts>>,
 }
 
 impl Flusher {
@@ -123,6 +128,13 @@ impl Flusher {
                 Ok(true) => prepared = self.writer.prepare(&batch.updates),
                 Ok(false) => {}
                 Err(gave_up) => return gave_up,
+            }
+        }
+        if let Some(verdicts) = &self.verdicts {
+            match follow_verdicts(verdicts, &mut batch, &mut shutdown).await {
+                Some(true) => prepared = self.writer.prepare(&batch.updates),
+                Some(false) => {}
+                None => return Flushed::Abandoned,
             }
         }
         if let Some(previous) = previous
@@ -269,6 +281,33 @@ impl Flusher {
             .await
             .map_err(Failure::Redis)
     }
+}
+
+/// Leaves out of a backfill's batch the events the live consumers'
+/// checks quarantined (`backfill::verdicts`); answers whether it left any
+/// out, `None` at shutdown.
+async fn follow_verdicts(
+    verdicts: &Verdicts,
+    batch: &mut Batch,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<bool> {
+    let events = batch.updates.events();
+    if events.is_empty() {
+        return Some(false);
+    }
+    let ends: Vec<(String, i64)> = batch
+        .record
+        .commit_offsets()
+        .map(|(t, p, next)| (keys::partition_field(t, p), next))
+        .collect();
+    let gone = verdicts
+        .quarantined(&ends, &batch.updates.fields, events, shutdown)
+        .await?;
+    if gone.is_empty() {
+        return Some(false);
+    }
+    batch.drop_events(&gone);
+    Some(true)
 }
 
 /// Why an attempt failed.

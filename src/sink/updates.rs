@@ -263,6 +263,14 @@ impl Updates {
         }
     }
 
+    /// The events with updates: (partition index, offset).
+    pub(crate) fn events(&self) -> std::collections::HashSet<(u16, i64)> {
+        self.instances
+            .iter()
+            .flat_map(|inst| inst.updates.iter().map(|u| (u.part, u.offset)))
+            .collect()
+    }
+
     /// Drops the updates of the events `gone` (partition index, offset):
     /// they were quarantined.
     pub(crate) fn drop_events(&mut self, gone: &std::collections::HashSet<(u16, i64)>) {

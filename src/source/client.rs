@@ -58,6 +58,8 @@ pub enum Role {
     AuditReader,
     /// `rankflow release`'s reader of the quarantine and events topics.
     ReleaseReader,
+    /// A shadow board's backfill reading what the checks quarantined.
+    QuarantineReader,
 }
 
 impl Role {
@@ -70,6 +72,7 @@ impl Role {
             Role::AuditProducer => "audit producer ([admin] audit_topic)",
             Role::AuditReader => "audit reader ([admin] audit_topic)",
             Role::ReleaseReader => "reader of `rankflow release`",
+            Role::QuarantineReader => "backfill's reader of the quarantine topic",
         }
     }
 }
@@ -256,7 +259,7 @@ impl Properties {
 
     fn create_quiet(&self, cc: ClientConfig) -> Result<(), KafkaError> {
         match self.role {
-            Role::Consumer | Role::AuditReader | Role::ReleaseReader => cc
+            Role::Consumer | Role::AuditReader | Role::ReleaseReader | Role::QuarantineReader => cc
                 .create_with_context::<_, BaseConsumer<Quiet>>(Quiet)
                 .map(drop),
             Role::DeadLetterProducer
@@ -448,6 +451,7 @@ pub(crate) fn reader_properties(
     p.role = role;
     let suffix = match role {
         Role::ReleaseReader => "release-reader",
+        Role::QuarantineReader => "quarantine-reader",
         _ => "audit-reader",
     };
     let group = format!("{}-{suffix}", config.group_id);

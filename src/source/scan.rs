@@ -1,8 +1,11 @@
 //! Reading a topic by assignment, never as a group member and without
 //! commits: each partition from where the caller starts it (its beginning,
-//! the first offset at or after a time, or one offset) to its end. The rebuild of a lost moderation record reads the
+//! the first offset at or after a time, one offset, or where an earlier
+//! read ended) to its end. The rebuild of a lost moderation record reads the
 //! audit topic this way (`crate::admin::recover`), and `rankflow release`
-//! the quarantine topic and one original message (`crate::release`).
+//! the quarantine topic and one original message (`crate::release`), and
+//! a shadow board's backfill what the checks quarantined
+//! (`crate::backfill::verdicts`).
 //! Blocking: callers run it on a blocking thread.
 
 use std::collections::BTreeSet;
@@ -21,7 +24,7 @@ use super::client::{self, Role};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the read of each partition starts.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Start {
     /// Every partition from its beginning.
     Beginning,
@@ -31,6 +34,9 @@ pub(crate) enum Start {
     Time(i64),
     /// Only this partition, from this offset.
     At(i32, i64),
+    /// Every partition from the offset listed for it, or from its
+    /// beginning: a read that goes on from where the last one ended.
+    After(Vec<(i32, i64)>),
 }
 
 /// Whether to read on after a message.
@@ -56,7 +62,7 @@ pub(crate) fn scan(
     let consumer: BaseConsumer = client::reader_properties(kafka, role)
         .and_then(|p| p.create())
         .map_err(|e| e.to_string())?;
-    let assignment = assignment(&consumer, topic, start)?;
+    let assignment = assignment(&consumer, topic, &start)?;
     let mut pending: BTreeSet<i32> = assignment
         .elements()
         .iter()
@@ -92,7 +98,7 @@ pub(crate) fn scan(
 fn assignment(
     consumer: &BaseConsumer,
     topic: &str,
-    start: Start,
+    start: &Start,
 ) -> Result<TopicPartitionList, String> {
     let metadata = consumer
         .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
@@ -100,18 +106,22 @@ fn assignment(
     let mut wanted = TopicPartitionList::new();
     for t in metadata.topics() {
         for p in t.partitions() {
-            let offset = match start {
+            let offset = match *start {
                 Start::Beginning => Offset::Beginning,
                 Start::Time(ms) => Offset::Offset(ms),
                 Start::At(partition, _) if partition != p.id() => continue,
                 Start::At(_, offset) => Offset::Offset(offset),
+                Start::After(ref read) => read
+                    .iter()
+                    .find(|(id, _)| *id == p.id())
+                    .map_or(Offset::Beginning, |&(_, next)| Offset::Offset(next)),
             };
             wanted
                 .add_partition_offset(topic, p.id(), offset)
                 .map_err(|e| e.to_string())?;
         }
     }
-    if let Start::Time(_) = start {
+    if let Start::Time(_) = *start {
         wanted = consumer
             .offsets_for_times(wanted, REQUEST_TIMEOUT)
             .map_err(|e| e.to_string())?;

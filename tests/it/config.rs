@@ -381,5 +381,7 @@ fn shadow_boards_are_described_and_their_mistakes_located() {
         "board `b2` (#2), field `periods`",
         &["lacks the view `day` of `b`"],
     );
-    println!("verified: check describes the shadow and locates its mistake (exit 2 from run and check)");
+    println!(
+        "verified: check describes the shadow and locates its mistake (exit 2 from run and check)"
+    );
 }
