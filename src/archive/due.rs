@@ -330,6 +330,27 @@ pub(crate) async fn reschedule(
     Ok(())
 }
 
+/// Moves one item on to `until` (`ZADD XX`): a shadow board's period,
+/// which its backfill may still be writing to.
+pub(crate) async fn postpone(
+    store: &Store,
+    prefix: &str,
+    p: &DuePeriod,
+    until: i64,
+) -> Result<(), ArchiveError> {
+    let _: i64 = store
+        .query(
+            redis::cmd("ZADD")
+                .arg(keys::archive_due_key(prefix))
+                .arg("XX")
+                .arg(until)
+                .arg(&p.member),
+        )
+        .await
+        .map_err(redis)?;
+    Ok(())
+}
+
 /// Step 1: closes the period (marker `K:closed` = close time, then no
 /// expiry on `K`, `K:t` and `K:f`, nor on its twin's, while it is
 /// archived: live reads of a composite member need its `K:f` entry as long

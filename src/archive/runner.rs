@@ -13,6 +13,7 @@
 //! capped backoff. Shutdown drops a copy in flight, which PostgreSQL rolls
 //! back.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,9 @@ use super::standings::{self, Frozen};
 
 /// Due items taken per pass; the rest wait for the next tick.
 const DUE_PER_PASS: usize = 100;
+
+/// How far a shadow's due period is moved on while its backfill runs.
+const BACKFILL_WAIT_MS: i64 = 60_000;
 /// Longest time between two refreshes of the backlog gauges.
 const GAUGE_REFRESH: Duration = Duration::from_secs(10);
 /// Longest wait between attempts while PostgreSQL is unreachable.
@@ -196,10 +200,17 @@ impl Archiver {
         let now = self.clock.now_ms();
         let items = due::list_due(&self.store, self.prefix(), now, DUE_PER_PASS).await?;
         let mut reports = Vec::with_capacity(items.len());
+        let mut backfilling = HashMap::new();
         for item in items {
             let resolved = due::resolve(&self.boards, self.prefix(), &item);
             let report = match resolved {
                 Ok(p) if board.is_some_and(|b| b != p.key.board) => continue,
+                Ok(p) if self.backfilling(&p.key.board, &mut backfilling).await? => {
+                    // A shadow's period may still take replayed events:
+                    // archived once its backfill is done (docs/rebuilds.md).
+                    due::postpone(&self.store, self.prefix(), &p, now + BACKFILL_WAIT_MS).await?;
+                    continue;
+                }
                 Ok(p) if now < p.close_ms => {
                     // Listed by a close time a shorter grace gave it (a
                     // consumer still on the old configuration): it closes
@@ -221,6 +232,25 @@ impl Archiver {
             reports.push(report);
         }
         Ok(reports)
+    }
+
+    /// Whether `board` is a shadow whose backfill is not done (asked once
+    /// per board and pass).
+    async fn backfilling(
+        &self,
+        board: &str,
+        seen: &mut HashMap<String, bool>,
+    ) -> Result<bool, ArchiveError> {
+        if let Some(&b) = seen.get(board) {
+            return Ok(b);
+        }
+        let shadow = self.boards.get(board).is_some_and(|b| b.shadow.is_some());
+        let waits = shadow
+            && !crate::backfill::progress::is_done(&self.store, self.prefix(), board)
+                .await
+                .map_err(ArchiveError::redis)?;
+        seen.insert(board.to_string(), waits);
+        Ok(waits)
     }
 
     /// Takes one period through the steps; never fails as a whole: a

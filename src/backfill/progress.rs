@@ -121,6 +121,17 @@ pub(crate) async fn read(
     })
 }
 
+/// Whether the backfill of `board` is done.
+pub(crate) async fn is_done(store: &Store, prefix: &str, board: &str) -> Result<bool, StoreError> {
+    store
+        .query(
+            redis::cmd("HEXISTS")
+                .arg(keys::backfill_key(prefix, board))
+                .arg("done"),
+        )
+        .await
+}
+
 /// Records the targets if none are, and `done` once they are reached;
 /// answers the progress.
 async fn advance(

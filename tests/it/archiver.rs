@@ -940,3 +940,62 @@ async fn an_unusable_archive_url_exits_2_naming_the_setting() {
         assert!(t0.elapsed() < Duration::from_secs(5), "{command} waited");
     }
 }
+
+/// A shadow board's closed periods may still take replayed events while
+/// its backfill runs (docs/rebuilds.md): the archiver leaves them alone,
+/// moving them on in the due set, and archives them once it is done.
+#[tokio::test]
+async fn a_shadows_periods_wait_for_its_backfill() {
+    let mut w = World::new();
+    w.extra = "[[board]]\nname = \"plain_v2\"\nshadow_of = \"plain\"\nbackfill_from = \"2020-01-06T00:00:00Z\"\n\
+               event = \"gift\"\nmember = \"sender_id\"\nscore = \"count * 2\"\nperiods = [\"week\"]\n\
+               archive = [\"week\"]\nretention = { week = \"8w\" }\n"
+        .into();
+    let (week, _, end) = past_week(1);
+    let view = format!("week:{week}");
+    let close = end + GRACE;
+    let rows = [("a".to_string(), 4.0), ("b".to_string(), 2.0)];
+    w.write_period("plain_v2", &view, &rows, close).await;
+    w.write_period("plain", &view, &rows, close).await;
+    let mut archiver = w.archiver(100, "127.0.0.1:1").await;
+    let before = Utc::now().timestamp_millis();
+    let reports = archiver.pass(None).await.expect("pass");
+    assert_eq!(
+        archived(&reports),
+        BTreeMap::from([(format!("plain//week/{week}"), 2)]),
+        "only the live board's period: {reports:?}"
+    );
+    let mut c = w.redis().await;
+    let member = format!("{{plain_v2}}:{view}");
+    let score: f64 = redis::cmd("ZSCORE")
+        .arg(w.due_key())
+        .arg(&member)
+        .query_async(&mut c)
+        .await
+        .expect("ZSCORE");
+    assert!(
+        score as i64 >= before + 59_000,
+        "moved on by a minute: {score} vs now {before}"
+    );
+    assert_eq!(w.pttl(&w.key("plain_v2", &view)).await, -1, "not closed");
+
+    // Done: it is archived at the next pass once due again.
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:backfill:plain_v2", w.prefix))
+        .arg("done")
+        .arg(before)
+        .query_async(&mut c)
+        .await
+        .expect("HSET");
+    w.add_due("plain_v2", &view, close).await;
+    let reports = archiver.pass(None).await.expect("pass");
+    assert_eq!(
+        archived(&reports),
+        BTreeMap::from([(format!("plain_v2//week/{week}"), 2)]),
+        "{reports:?}"
+    );
+    println!(
+        "verified: a shadow's closed period waited for its backfill (moved {} s on), then was archived",
+        (score as i64 - before) / 1000
+    );
+}
