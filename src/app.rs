@@ -22,6 +22,7 @@ use crate::archive::connect::Target;
 use crate::archive::read::ArchiveReader;
 use crate::archive::runner::Archiver;
 use crate::backfill;
+use crate::backfill::start::Replay;
 use crate::backfill::verdicts::Verdicts;
 use crate::board::BoardSet;
 use crate::checks::CheckSet;
@@ -457,19 +458,23 @@ async fn consume(
         let name = shadow.name.clone();
         let boards = config.compile_boards()?.consuming(|b| b.name == name);
         let kafka = backfill::kafka_config(&config.kafka, &name);
-        let replays = shadow
-            .shadow
-            .as_ref()
-            .and_then(|s| s.backfill_from)
-            .is_some();
+        let from = shadow.shadow.as_ref().and_then(|s| s.backfill_from);
+        let replay = from.map(|from_ms| {
+            Arc::new(Replay {
+                kafka: config.kafka.clone(),
+                board: name.clone(),
+                from_ms,
+            })
+        });
         let backfill = Loop {
             boards: Arc::new(boards),
             checks: Default::default(),
             dead_letters: None,
-            ledger: Ledger::backfill(&parts.boards.key_prefix, &name, replays),
+            ledger: Ledger::backfill(&parts.boards.key_prefix, &name, from.is_some()),
             role: Role::Backfill,
             health: Arc::new(Health::default()),
             verdicts: verdicts.clone(),
+            replay,
         };
         loops.push(tokio::spawn(backfill::progress::watch(
             store.clone(),
@@ -489,6 +494,7 @@ async fn consume(
         role: Role::Live,
         health: parts.health.clone(),
         verdicts: None,
+        replay: None,
     };
     tracing::info!(
         brokers = %config.kafka.brokers,
@@ -520,6 +526,8 @@ struct Loop {
     health: Arc<Health>,
     /// A backfill's record of what the live checks quarantined.
     verdicts: Option<Arc<Verdicts>>,
+    /// A backfill's start in partitions it has no position for.
+    replay: Option<Arc<Replay>>,
 }
 
 /// Subscribes a consumer in `kafka`'s group and builds its loop.
@@ -556,6 +564,7 @@ async fn engine(
         dead_letters: l.dead_letters,
         ledger: l.ledger,
         verdicts: l.verdicts,
+        replay: l.replay,
     };
     Ok(Engine {
         boards: l.boards,

@@ -10,6 +10,7 @@
 //! reports how far it is.
 
 pub(crate) mod progress;
+pub(crate) mod start;
 pub(crate) mod verdicts;
 
 use crate::config::KafkaConfig;

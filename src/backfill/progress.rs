@@ -30,11 +30,14 @@ pub(crate) enum State {
 }
 
 /// A backfill's progress.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Progress {
     pub(crate) state: State,
     /// Messages still to replay to reach the live consumers' positions.
     pub(crate) lag: i64,
+    /// What its start could not do as asked (`backfill::start`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) note: Option<String>,
 }
 
 /// Partition field → next offset.
@@ -46,6 +49,21 @@ struct Seen {
     backfill: Positions,
     targets: Option<Positions>,
     done: bool,
+    note: Option<String>,
+}
+
+impl Seen {
+    fn progress(self) -> Progress {
+        Progress {
+            state: if self.done {
+                State::Done
+            } else {
+                State::Running
+            },
+            lag: lag(&self.live, &self.backfill),
+            note: self.note,
+        }
+    }
 }
 
 /// The lag: per partition the live consumers have a position for, how far
@@ -86,12 +104,13 @@ async fn look(
     let backfill: HashMap<String, i64> = store
         .query(redis::cmd("HGETALL").arg(keys::backfill_positions_key(prefix, board)))
         .await?;
-    let (targets, done): (Option<String>, Option<i64>) = store
+    let (targets, done, note): (Option<String>, Option<i64>, Option<String>) = store
         .query(
             redis::cmd("HMGET")
                 .arg(keys::backfill_key(prefix, board))
                 .arg("targets")
-                .arg("done"),
+                .arg("done")
+                .arg("note"),
         )
         .await?;
     let targets = targets.and_then(|t| serde_json::from_str::<BTreeMap<String, i64>>(&t).ok());
@@ -100,6 +119,7 @@ async fn look(
         backfill: of_topics(backfill, topics),
         targets: targets.map(|t| t.into_iter().collect()),
         done: done.is_some(),
+        note,
     })
 }
 
@@ -110,15 +130,7 @@ pub(crate) async fn read(
     board: &str,
     topics: &[String],
 ) -> Result<Progress, StoreError> {
-    let seen = look(store, prefix, board, topics).await?;
-    Ok(Progress {
-        state: if seen.done {
-            State::Done
-        } else {
-            State::Running
-        },
-        lag: lag(&seen.live, &seen.backfill),
-    })
+    Ok(look(store, prefix, board, topics).await?.progress())
 }
 
 /// Whether the backfill of `board` is done.
@@ -162,15 +174,7 @@ async fn advance(
         finished = set == 1;
         seen.done = true;
     }
-    let progress = Progress {
-        state: if seen.done {
-            State::Done
-        } else {
-            State::Running
-        },
-        lag: lag(&seen.live, &seen.backfill),
-    };
-    Ok((progress, finished))
+    Ok((seen.progress(), finished))
 }
 
 /// Watches one shadow board's backfill until shutdown: records its targets

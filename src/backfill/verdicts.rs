@@ -156,7 +156,7 @@ impl Verdicts {
             let mut letters = Vec::new();
             scan::scan(
                 &kafka,
-                Role::QuarantineReader,
+                Role::BackfillReader,
                 &topic,
                 start,
                 READ_TIMEOUT,

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::backfill::start::Replay;
 use crate::backfill::verdicts::Verdicts;
 use crate::board::keys;
 use crate::checks::CheckSet;
@@ -70,6 +71,9 @@ pub(crate) struct Flusher {
     /// A shadow board's backfill with checks configured: what the live
     /// consumers' checks quarantined, to leave out.
     pub(crate) verdicts: Option<Arc<Verdicts>>,
+    /// A shadow board's replay: where it starts in partitions that have
+    /// no position yet.
+    pub(crate) replay: Option<Arc<Replay>>,
 }
 
 impl Flusher {

@@ -129,11 +129,21 @@ impl Sink for Flusher {
     ) -> BoxFuture<'static, Result<Positions, String>> {
         let writer = self.writer.clone();
         let ledger = self.ledger.clone();
+        let replay = self.replay.clone();
         Box::pin(async move {
-            ledger
+            let mut found = ledger
                 .load(writer.store(), &parts)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            if let Some(replay) = replay {
+                let missing = parts
+                    .into_iter()
+                    .filter(|p| !found.contains_key(p))
+                    .collect();
+                let prefix = &writer.boards().key_prefix;
+                found.extend(replay.starts(writer.store(), prefix, missing).await);
+            }
+            Ok(found)
         })
     }
 

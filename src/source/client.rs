@@ -58,8 +58,9 @@ pub enum Role {
     AuditReader,
     /// `rankflow release`'s reader of the quarantine and events topics.
     ReleaseReader,
-    /// A shadow board's backfill reading what the checks quarantined.
-    QuarantineReader,
+    /// A shadow board's backfill reading where its replay starts and what
+    /// the checks quarantined.
+    BackfillReader,
 }
 
 impl Role {
@@ -72,7 +73,9 @@ impl Role {
             Role::AuditProducer => "audit producer ([admin] audit_topic)",
             Role::AuditReader => "audit reader ([admin] audit_topic)",
             Role::ReleaseReader => "reader of `rankflow release`",
-            Role::QuarantineReader => "backfill's reader of the quarantine topic",
+            Role::BackfillReader => {
+                "backfill's reader of offsets for times and the quarantine topic"
+            }
         }
     }
 }
@@ -259,7 +262,7 @@ impl Properties {
 
     fn create_quiet(&self, cc: ClientConfig) -> Result<(), KafkaError> {
         match self.role {
-            Role::Consumer | Role::AuditReader | Role::ReleaseReader | Role::QuarantineReader => cc
+            Role::Consumer | Role::AuditReader | Role::ReleaseReader | Role::BackfillReader => cc
                 .create_with_context::<_, BaseConsumer<Quiet>>(Quiet)
                 .map(drop),
             Role::DeadLetterProducer
@@ -451,7 +454,7 @@ pub(crate) fn reader_properties(
     p.role = role;
     let suffix = match role {
         Role::ReleaseReader => "release-reader",
-        Role::QuarantineReader => "quarantine-reader",
+        Role::BackfillReader => "backfill-reader",
         _ => "audit-reader",
     };
     let group = format!("{}-{suffix}", config.group_id);

@@ -404,3 +404,62 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
         quarantined.len()
     );
 }
+
+/// A broker that answers offsets for times with the partition's
+/// beginning (tansu does) is caught by the time of the message it points
+/// to: the backfill says so in `/v1/boards` and the log, replays from the
+/// earliest message and skips the events before `backfill_from`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_cannot_answer_offsets_for_times_is_named_and_older_events_are_skipped() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let base = now_ms();
+    let from = base - 3_600_000;
+    let mut setup = Setup::new(&broker, &redis, "");
+    setup.boards = checked_boards(&rfc3339(from))
+        .split("[[check]]")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    broker.create_topic(&setup.topic, 2).await;
+    let (messages, _) = mixed_events(3_000, 33, 2, base);
+    // Each message stamped with its event's time, so that a broker that
+    // answered offsets for times would skip the first hour.
+    let producer = broker.producer();
+    for (p, payload) in &messages {
+        let e: serde_json::Value = serde_json::from_slice(payload).expect("json");
+        let record = rdkafka::producer::FutureRecord::<(), [u8]>::to(&setup.topic)
+            .partition(*p)
+            .timestamp(e["ts"].as_i64().expect("ts"))
+            .payload(payload);
+        producer
+            .send(record, Duration::from_secs(10))
+            .await
+            .expect("delivered");
+    }
+    let p = Process::start(&setup);
+    let none = HashSet::new();
+    let mut expect = coins(gifts(&messages, i64::MIN, &none), "star_coins", false);
+    expect.extend(coins(gifts(&messages, from, &none), "star_coins_v2", true));
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(90), || p.log()).await;
+    let b = wait_for(Duration::from_secs(30), "the backfill done", || async {
+        let b = backfill_of(&p, "star_coins_v2").await;
+        (b["state"] == "done").then_some(b)
+    })
+    .await;
+    let note = b["note"].as_str().unwrap_or_default().to_string();
+    assert!(
+        note.contains("answered offsets for times with a message from")
+            && note.contains("replaying from the earliest retained message"),
+        "{b}"
+    );
+    assert!(
+        p.log()
+            .contains("The backfill cannot start exactly where asked."),
+        "{}",
+        p.log()
+    );
+    println!(
+        "verified: the shadow equals the model of the events since backfill_from; /v1/boards said: {note}"
+    );
+}
