@@ -94,6 +94,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/boards/{board}/{view}/members/{member}", get(member))
         .route("/v1/boards/{board}/{view}/around/{member}", get(around))
         .route("/v1/boards/{board}/{view}/periods", get(periods))
+        .route("/v1/boards/{board}/{view}/diff", get(diff))
         .merge(web::routes())
         .merge(admin::routes(state.clone()))
         .fallback(no_route)
@@ -263,7 +264,7 @@ async fn no_route(method: Method, uri: Uri) -> ApiError {
              /v1/boards/{{board}}/{{view}}/top, .../top/stream, \
              .../members/{{member}}, .../members/{{member}}/stream, \
              .../members?ids=..., \
-             .../around/{{member}}, .../periods, /healthz, /metrics \
+             .../around/{{member}}, .../periods, .../diff, /healthz, /metrics \
              and the web page at /",
             uri.path()
         ),
@@ -298,6 +299,20 @@ async fn top(
     let list = reader_for(&s, &q)?
         .top_ranked(&q, offset, limit, rank)
         .await?;
+    Ok(Json(list))
+}
+
+/// `GET /v1/boards/{shadow}/{view}/diff` (docs/rebuilds.md).
+async fn diff(
+    State(s): State<ApiState>,
+    Segments((board, view)): Segments<(String, String)>,
+    QueryPairs(pairs): QueryPairs,
+) -> Result<Json<reader::DiffList>, ApiError> {
+    let mut p = Params::parse(&pairs, Route::Diff)?;
+    let (offset, limit) = (p.offset.take().unwrap_or(0), p.limit.take().unwrap_or(100));
+    let rank = p.rank.take().unwrap_or_default();
+    let q = query(board, view, p);
+    let list = reader_for(&s, &q)?.diff(&q, offset, limit, rank).await?;
     Ok(Json(list))
 }
 

@@ -27,6 +27,7 @@
 mod answer;
 mod build;
 mod compute;
+mod diff;
 mod error;
 mod handle;
 mod locate;
@@ -47,6 +48,7 @@ mod view;
 pub use answer::{Entry, List, Source};
 pub use answer::{MemberEntry, MemberList};
 pub use compute::Unions;
+pub use diff::{DiffList, Difference, Side};
 pub use error::BadParam;
 pub use error::ReadError;
 pub use handle::Reader;

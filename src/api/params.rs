@@ -54,6 +54,8 @@ pub(crate) enum Route {
     /// `POST .../members` (the ids are the body).
     MembersPost,
     Periods,
+    /// `GET .../diff` of a shadow board.
+    Diff,
 }
 
 impl Route {
@@ -64,6 +66,7 @@ impl Route {
             Route::Around => "around",
             Route::Members | Route::MembersPost => "members",
             Route::Periods => "periods",
+            Route::Diff => "diff",
         }
     }
 
@@ -75,6 +78,7 @@ impl Route {
             Route::Members => &["scope", "period", "rank", "ids"],
             Route::MembersPost => &["scope", "period", "rank"],
             Route::Periods => &["scope", "limit", "offset"],
+            Route::Diff => &["scope", "period", "limit", "offset", "rank"],
         }
     }
 }

@@ -122,7 +122,7 @@ impl MemberEntry {
 
 /// Integral values are written as JSON integers (`42`, not `42.0`), so that
 /// clients in any language read exactly what was counted.
-fn score_json<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn score_json<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
     if v.fract() == 0.0 && v.abs() <= crate::board::score::MAX_EXACT {
         s.serialize_i64(*v as i64)
     } else {

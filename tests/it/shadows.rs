@@ -229,6 +229,7 @@ async fn a_backfill_through_kills_a_join_and_a_redis_crash_equals_a_board_that_a
         done.0,
         done.1
     );
+    check_diffs(&fleet[2], &expect).await;
     let metrics = get_text(&fleet[2].url("/metrics"))
         .await
         .unwrap_or_default();
@@ -240,6 +241,87 @@ async fn a_backfill_through_kills_a_join_and_a_redis_crash_equals_a_board_that_a
         ),
         0.0,
         "{metrics}"
+    );
+}
+
+/// Ordinal ranks of a board (`ZREVRANGE` order: value descending, equal
+/// values by member bytes descending).
+fn ranks(board: &BTreeMap<String, f64>) -> BTreeMap<String, (u64, f64)> {
+    let mut v: Vec<(&String, f64)> = board.iter().map(|(m, s)| (m, *s)).collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(a.0)));
+    v.into_iter()
+        .enumerate()
+        .map(|(i, (m, s))| (m.clone(), (i as u64 + 1, s)))
+        .collect()
+}
+
+/// The diff the model gives: members whose (rank, value) differ, each as
+/// (shadow side, live side).
+type Diff = BTreeMap<String, (Option<(u64, f64)>, Option<(u64, f64)>)>;
+
+fn model_diff(shadow: &BTreeMap<String, f64>, live: &BTreeMap<String, f64>) -> Diff {
+    let (s, l) = (ranks(shadow), ranks(live));
+    s.keys()
+        .chain(l.keys())
+        .filter(|m| s.get(*m) != l.get(*m))
+        .map(|m| (m.clone(), (s.get(m).copied(), l.get(m).copied())))
+        .collect()
+}
+
+/// What the API's diff says, paged through `limit` at a time.
+async fn api_diff(p: &Process, path: &str, limit: usize) -> (Diff, u64) {
+    let mut got = Diff::new();
+    loop {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let url = p.url(&format!("{path}{sep}limit={limit}&offset={}", got.len()));
+        let (status, body) = get_json(&url).await;
+        assert_eq!(status, 200, "{url}: {body}");
+        let total = body["total"].as_u64().expect("total");
+        let side = |v: &serde_json::Value| {
+            v.as_object().map(|o| {
+                (
+                    o["rank"].as_u64().expect("rank"),
+                    o["score"].as_f64().expect("score"),
+                )
+            })
+        };
+        let page = body["entries"].as_array().expect("entries").clone();
+        for d in &page {
+            got.insert(
+                d["member"].as_str().expect("member").to_string(),
+                (side(&d["shadow"]), side(&d["live"])),
+            );
+        }
+        if page.len() < limit {
+            return (got, total);
+        }
+    }
+}
+
+/// The diff endpoint against the model, for an unscoped and a scoped
+/// shadow, paged; and its refusal for a board that is no shadow.
+async fn check_diffs(p: &Process, expect: &Boards) {
+    let empty = BTreeMap::new();
+    let get = |k: &str| expect.get(k).unwrap_or(&empty);
+    let want = model_diff(get("star_coins_v2/all"), get("star_coins/all"));
+    let (got, total) = api_diff(p, "/v1/boards/star_coins_v2/all/diff", 3).await;
+    assert_eq!(got, want);
+    assert_eq!(total as usize, want.len());
+    assert!(!want.is_empty(), "the re-pricing moved someone");
+    let scope = "s1";
+    let want_scoped = model_diff(
+        get(&format!("fans_v2:{scope}/all")),
+        get(&format!("fans:{scope}/all")),
+    );
+    let path = format!("/v1/boards/fans_v2/all/diff?scope={scope}");
+    let (got_scoped, _) = api_diff(p, &path, 1000).await;
+    assert_eq!(got_scoped, want_scoped);
+    let (status, body) = get_json(&p.url("/v1/boards/star_coins/all/diff")).await;
+    assert_eq!(status, 400, "{body}");
+    println!(
+        "verified: the diff lists the {} members of star_coins_v2/all and the {} of fans_v2 (scope {scope}) whose rank or value differ, as the model does, paged by 3",
+        want.len(),
+        want_scoped.len()
     );
 }
 
