@@ -545,3 +545,75 @@ async fn a_broker_that_cannot_answer_offsets_for_times_is_named_and_older_events
         "verified: the shadow equals the model of the events since backfill_from; /v1/boards said: {note}"
     );
 }
+
+/// The same on the 3-primary Redis Cluster of the tests: a shadow of a
+/// scoped board and one of an unscoped board backfilled through a kill -9,
+/// their instances spread over the primaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_on_a_three_primary_cluster_equals_the_model() {
+    let broker = Broker::start();
+    let cluster = RedisCluster::start();
+    let base = now_ms();
+    let from = base - 3_600_000;
+    let mut setup = Setup::new_cluster(&broker, &cluster, MIXED_BOARDS);
+    broker.create_topic(&setup.topic, 4).await;
+    let total = 20_000;
+    let (messages, mut expect) = mixed_events(total, 34, 4, base);
+    let (history, live) = messages.split_at(total / 2);
+    send_all(&broker.producer(), &setup.topic, history).await;
+    let mut old = Process::start(&setup);
+    wait_for(Duration::from_secs(120), "the history applied", || async {
+        (cluster.positions_sum(&setup.prefix).await >= (total / 2) as i64).then_some(())
+    })
+    .await;
+    old.kill9();
+    setup.boards = format!("{MIXED_BOARDS}{}", shadows(&rfc3339(from)));
+    let feeder = feed(
+        &broker,
+        &setup.topic,
+        live.to_vec(),
+        2_000,
+        Duration::from_millis(300),
+    );
+    let mut fleet = [Process::start(&setup), Process::start(&setup)];
+    wait_for(
+        Duration::from_secs(60),
+        "the backfill under way",
+        || async {
+            let b = backfill_of(&fleet[0], "star_coins_v2").await;
+            (b["state"] == "running" && b["lag"].as_i64().is_some_and(|l| l < (total / 2) as i64))
+                .then_some(())
+        },
+    )
+    .await;
+    fleet[0].kill9();
+    fleet[0] = Process::start(&setup);
+    println!("injected: kill -9 of an instance during the backfill, restarted");
+    feeder.await.expect("feeder");
+    expect.extend(shadow_model(&messages, from));
+    let show = || {
+        fleet
+            .iter()
+            .map(|p| p.log())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    };
+    wait_boards_or_show(&cluster, &setup, &expect, Duration::from_secs(180), show).await;
+    let done = wait_for(Duration::from_secs(30), "the backfills done", || async {
+        let a = backfill_of(&fleet[1], "star_coins_v2").await;
+        let b = backfill_of(&fleet[1], "fans_v2").await;
+        (a["state"] == "done" && b["state"] == "done").then_some((a, b))
+    })
+    .await;
+    let per_node = cluster
+        .spread(&format!("{}:{{fans_v2:*", setup.prefix))
+        .await;
+    assert!(
+        per_node.iter().filter(|n| **n > 0).count() >= 2,
+        "{per_node:?}"
+    );
+    println!(
+        "verified: the shadows equal the model on 3 primaries (fans_v2 keys per node {per_node:?}); backfill {} / {}",
+        done.0, done.1
+    );
+}
