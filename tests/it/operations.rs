@@ -219,6 +219,7 @@ async fn every_series_the_dashboard_and_alerts_query_is_served() {
         "rankflow_archive_errors_total",
         "rankflow_archive_copy_seconds_bucket",
         "rankflow_quarantined_total",
+        "rankflow_backfill_lag",
     ] {
         assert!(
             metric_names(&all).contains(needed),
@@ -258,9 +259,10 @@ async fn every_series_the_dashboard_and_alerts_query_is_served() {
     let broker = Broker::start();
     let redis = Redis::start();
     let mut pg = postgres::Postgres::start();
-    // A check that no event fails: its series is served from start-up.
+    // A check that no event fails: its series is served from start-up; a
+    // shadow board, whose backfill reports its lag.
     let boards = format!(
-        "{MIXED_BOARDS}\n[[board]]\nname = \"recent\"\nevent = \"gift\"\nmember = \"sender_id\"\nscore = \"count\"\nwindows = [\"1m/10s\"]\n{HOURLY_ARCHIVED}\n[[check]]\nname = \"count_cap\"\nevent = \"gift\"\nrule = \"count < 1000000\"\n"
+        "{MIXED_BOARDS}\n[[board]]\nname = \"recent\"\nevent = \"gift\"\nmember = \"sender_id\"\nscore = \"count\"\nwindows = [\"1m/10s\"]\n{HOURLY_ARCHIVED}\n[[board]]\nname = \"points_v2\"\nshadow_of = \"points\"\nevent = \"score\"\nmember = \"user_id\"\nscore = \"points * 2\"\nperiods = [\"week\"]\n[[check]]\nname = \"count_cap\"\nevent = \"gift\"\nrule = \"count < 1000000\"\n"
     );
     let mut setup = Setup::new(&broker, &redis, &boards);
     setup.quarantine = Some(unique("quarantine"));
