@@ -443,49 +443,7 @@ async fn consume(
         parts.health.clone(),
         shutdown.clone(),
     ));
-    let mut loops = Vec::new();
-    // Checks decide once, live; backfills follow their record.
-    let verdicts = match (&config.kafka.quarantine_topic, parts.checks.is_empty()) {
-        (Some(topic), false) => Some(Arc::new(Verdicts::new(
-            &config.kafka,
-            topic,
-            store.clone(),
-            &parts.boards.key_prefix,
-        ))),
-        _ => None,
-    };
-    for shadow in parts.boards.shadows() {
-        let name = shadow.name.clone();
-        let boards = config.compile_boards()?.consuming(|b| b.name == name);
-        let kafka = backfill::kafka_config(&config.kafka, &name);
-        let from = shadow.shadow.as_ref().and_then(|s| s.backfill_from);
-        let replay = from.map(|from_ms| {
-            Arc::new(Replay {
-                kafka: config.kafka.clone(),
-                board: name.clone(),
-                from_ms,
-            })
-        });
-        let backfill = Loop {
-            boards: Arc::new(boards),
-            checks: Default::default(),
-            dead_letters: None,
-            ledger: Ledger::backfill(&parts.boards.key_prefix, &name, from.is_some()),
-            role: Role::Backfill,
-            health: Arc::new(Health::default()),
-            verdicts: verdicts.clone(),
-            replay,
-        };
-        loops.push(tokio::spawn(backfill::progress::watch(
-            store.clone(),
-            parts.boards.key_prefix.clone(),
-            name.clone(),
-            config.kafka.topics.clone(),
-            shutdown.clone(),
-        )));
-        let engine = engine(config, &kafka, backfill, &parts, &store, &trim_wanted).await?;
-        loops.push(tokio::spawn(engine.run(shutdown.clone())));
-    }
+    let loops = spawn_backfills(config, &parts, &store, &trim_wanted, &shutdown).await?;
     let live = Loop {
         boards: Arc::new(config.compile_boards()?.consuming(|b| b.shadow.is_none())),
         checks: parts.checks.clone(),
@@ -513,6 +471,59 @@ async fn consume(
     let _ = trim.await;
     let _ = health_probe.await;
     Ok(())
+}
+
+/// Starts each shadow board's backfill loop and the watch of its progress
+/// (docs/rebuilds.md).
+async fn spawn_backfills(
+    config: &Config,
+    parts: &Parts,
+    store: &Store,
+    trim_wanted: &Arc<Notify>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, AppError> {
+    let mut loops = Vec::new();
+    // Checks decide once, live; backfills follow their record.
+    let verdicts = match (&config.kafka.quarantine_topic, parts.checks.is_empty()) {
+        (Some(topic), false) => Some(Arc::new(Verdicts::new(
+            &config.kafka,
+            topic,
+            store.clone(),
+            &parts.boards.key_prefix,
+        ))),
+        _ => None,
+    };
+    for shadow in parts.boards.shadows() {
+        let name = shadow.name.clone();
+        let from = shadow.shadow.as_ref().and_then(|s| s.backfill_from);
+        let backfill = Loop {
+            boards: Arc::new(config.compile_boards()?.consuming(|b| b.name == name)),
+            checks: Default::default(),
+            dead_letters: None,
+            ledger: Ledger::backfill(&parts.boards.key_prefix, &name, from.is_some()),
+            role: Role::Backfill,
+            health: Arc::new(Health::default()),
+            verdicts: verdicts.clone(),
+            replay: from.map(|from_ms| {
+                Arc::new(Replay {
+                    kafka: config.kafka.clone(),
+                    board: name.clone(),
+                    from_ms,
+                })
+            }),
+        };
+        loops.push(tokio::spawn(backfill::progress::watch(
+            store.clone(),
+            parts.boards.key_prefix.clone(),
+            name.clone(),
+            config.kafka.topics.clone(),
+            shutdown.clone(),
+        )));
+        let kafka = backfill::kafka_config(&config.kafka, &name);
+        let engine = engine(config, &kafka, backfill, parts, store, trim_wanted).await?;
+        loops.push(tokio::spawn(engine.run(shutdown.clone())));
+    }
+    Ok(loops)
 }
 
 /// What differs between the live consumer loop and a backfill's.

@@ -117,30 +117,13 @@ impl Flusher {
         // The Redis state this batch follows on from; if Redis turns out to
         // have lost state meanwhile, the batch must not be applied.
         let scripts = self.writer.store().scripts();
-        // Encoded before the rate decisions, which seldom take events out:
-        // the encoding is then off the path between the previous batch's
-        // writes and this one's.
-        let mut prepared = self.writer.prepare(&batch.updates);
-        if let Some(ticket) = ticket {
-            // After the batch before this one had its decisions made, while
-            // it may still be being applied.
-            tokio::select! {
-                _ = ticket.turn() => {}
-                _ = shutdown.wait_for(|s| *s) => return Flushed::Abandoned,
-            }
-            match self.decide_rates(&mut batch, &scripts, &mut shutdown).await {
-                Ok(true) => prepared = self.writer.prepare(&batch.updates),
-                Ok(false) => {}
-                Err(gave_up) => return gave_up,
-            }
-        }
-        if let Some(verdicts) = &self.verdicts {
-            match follow_verdicts(verdicts, &mut batch, &mut shutdown).await {
-                Some(true) => prepared = self.writer.prepare(&batch.updates),
-                Some(false) => {}
-                None => return Flushed::Abandoned,
-            }
-        }
+        let prepared = match self
+            .decide(&mut batch, ticket, &scripts, &mut shutdown)
+            .await
+        {
+            Ok(prepared) => prepared,
+            Err(gave_up) => return gave_up,
+        };
         if let Some(previous) = previous
             && previous.await != Ok(true)
         {
@@ -189,6 +172,41 @@ impl Flusher {
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
+    }
+
+    /// Encodes the batch's calls, then takes out what checks keep from the
+    /// boards: the live consumer's rate decisions, a backfill's record of
+    /// the live checks; encodes again if that took any events out.
+    async fn decide(
+        &self,
+        batch: &mut Batch,
+        ticket: Option<Ticket>,
+        scripts: &Scripts,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<Vec<Call>, Flushed> {
+        // Encoded before the rate decisions, which seldom take events out:
+        // the encoding is then off the path between the previous batch's
+        // writes and this one's.
+        let prepared = self.writer.prepare(&batch.updates);
+        let mut took_out = false;
+        if let Some(ticket) = ticket {
+            // After the batch before this one had its decisions made, while
+            // it may still be being applied.
+            tokio::select! {
+                _ = ticket.turn() => {}
+                _ = shutdown.wait_for(|s| *s) => return Err(Flushed::Abandoned),
+            }
+            took_out |= self.decide_rates(batch, scripts, shutdown).await?;
+        }
+        if let Some(verdicts) = &self.verdicts {
+            took_out |= follow_verdicts(verdicts, batch, shutdown)
+                .await
+                .ok_or(Flushed::Abandoned)?;
+        }
+        Ok(match took_out {
+            true => self.writer.prepare(&batch.updates),
+            false => prepared,
+        })
     }
 
     /// Has the batch's rate checks decided (retried like the batch), and
