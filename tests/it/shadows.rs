@@ -795,3 +795,74 @@ async fn tie_break_composite_and_window_shadows_equal_their_models() {
         got.0, got.1
     );
 }
+
+/// An erased member stays erased in a shadow: its events before the
+/// erasure are still in Kafka, and the backfill replays them after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_member_stays_erased_in_a_backfilled_shadow() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let base = now_ms();
+    let from = base - 3_600_000;
+    let boards = checked_boards(&rfc3339(from));
+    let boards = boards.split("[[check]]").next().unwrap_or_default();
+    let (live_board, shadow_board) = boards
+        .split_once("[[board]]\nname = \"star_coins_v2\"")
+        .expect("two boards");
+    let mut setup = Setup::new(&broker, &redis, live_board);
+    setup.extra = "[admin]\nerase_key = \"erase-key-0123456789abcdef\"\n".into();
+    broker.create_topic(&setup.topic, 2).await;
+    let (messages, _) = mixed_events(6_000, 35, 2, base);
+    send_all(&broker.producer(), &setup.topic, &messages).await;
+    let mut old = Process::start(&setup);
+    wait_for(Duration::from_secs(60), "the history applied", || async {
+        (redis.positions_sum(&setup.prefix).await >= 6_000).then_some(())
+    })
+    .await;
+    let config = old.dir.path().join("rankflow.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
+        .args(["member", "erase", "s3", "-c"])
+        .arg(&config)
+        .output()
+        .expect("rankflow member erase");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    old.kill9();
+    println!("erased s3 with the plain boards; the shadow comes after");
+
+    setup.boards = format!("{live_board}[[board]]\nname = \"star_coins_v2\"{shadow_board}");
+    let p = Process::start(&setup);
+    let erased = HashSet::from(["s3".to_string()]);
+    let none = HashSet::new();
+    let without = |b: Boards| -> Boards {
+        b.into_iter()
+            .map(|(k, mut m)| {
+                m.retain(|member, _| !erased.contains(member));
+                (k, m)
+            })
+            .collect()
+    };
+    let mut expect = without(coins(
+        gifts(&messages, i64::MIN, &none),
+        "star_coins",
+        false,
+    ));
+    expect.extend(without(coins(
+        gifts(&messages, from, &none),
+        "star_coins_v2",
+        true,
+    )));
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(90), || p.log()).await;
+    wait_for(Duration::from_secs(30), "the backfill done", || async {
+        (backfill_of(&p, "star_coins_v2").await["state"] == "done").then_some(())
+    })
+    .await;
+    let (status, _) = get_json(&p.url("/v1/boards/star_coins_v2/all/members/s3")).await;
+    assert_eq!(status, 404);
+    println!(
+        "verified: s3, erased before the shadow existed, is in none of its views after the backfill replayed its events"
+    );
+}
