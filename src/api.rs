@@ -165,6 +165,16 @@ struct BoardInfo {
     /// cannot tell.
     #[serde(skip_serializing_if = "Option::is_none")]
     backfill: Option<Option<crate::backfill::progress::Progress>>,
+    /// A board a shadow was promoted in place of: that shadow and since
+    /// when; `key_pattern` and the views' keys are then the shadow's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    served_by: Option<ServedBy>,
+}
+
+#[derive(Debug, Serialize)]
+struct ServedBy {
+    board: String,
+    since: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -179,7 +189,11 @@ fn lower<T: std::fmt::Debug>(v: T) -> String {
 }
 
 async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
-    let mut boards = describe_boards(&s);
+    let serving = match s.reader.get() {
+        Some(r) => r.serving_map().await.unwrap_or_default(),
+        None => Default::default(),
+    };
+    let mut boards = describe_boards(&s, &serving);
     for info in boards.iter_mut().filter(|b| b.shadow_of.is_some()) {
         let progress = match s.reader.get() {
             Some(r) => r.backfill(&info.name).await.ok(),
@@ -190,15 +204,18 @@ async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "boards": boards }))
 }
 
-/// What `/v1/boards` says of each board, but a shadow's backfill.
-fn describe_boards(s: &ApiState) -> Vec<BoardInfo> {
+/// What `/v1/boards` says of each board, but a shadow's backfill: a
+/// promoted board with the keys of the shadow that serves it.
+fn describe_boards(s: &ApiState, serving: &reader::served::ServingMap) -> Vec<BoardInfo> {
     let now = s.clock.now_ms();
     let prefix = &s.boards.key_prefix;
     s.boards
         .boards
         .iter()
         .map(|b| {
-            let tag = b.tag(b.scope.is_some().then_some("<scope>"));
+            let served = serving.get(&b.name);
+            let data = served.and_then(|sv| s.boards.get(&sv.board)).unwrap_or(b);
+            let tag = data.tag(b.scope.is_some().then_some("<scope>"));
             let views = b
                 .views
                 .iter()
@@ -251,6 +268,10 @@ fn describe_boards(s: &ApiState) -> Vec<BoardInfo> {
                 scope_unions: reader::union::scope_offer(b),
                 shadow_of: b.shadow.as_ref().map(|sh| sh.of.clone()),
                 backfill: None,
+                served_by: served.map(|sv| ServedBy {
+                    board: sv.board.clone(),
+                    since: crate::admin::audit::rfc3339(sv.since),
+                }),
             }
         })
         .collect()

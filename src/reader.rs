@@ -39,6 +39,8 @@ mod reads;
 mod reply;
 mod scopes;
 mod script;
+pub(crate) mod served;
+mod serving;
 mod shared;
 mod sheet;
 mod styled;

@@ -81,13 +81,13 @@ struct Move<'a> {
 /// Performs member actions for one configuration.
 #[derive(Debug, Clone)]
 pub struct Moderator {
-    store: Store,
-    boards: Arc<BoardSet>,
+    pub(super) store: Store,
+    pub(super) boards: Arc<BoardSet>,
     hasher: MemberHasher,
-    clock: SharedClock,
+    pub(super) clock: SharedClock,
     /// How long readers may keep a union's result (`[http] union_cache`).
     union_cache: Duration,
-    audit: Audit,
+    pub(super) audit: Audit,
     /// The archive the actions also change (`[archive] url`).
     archive: Option<ArchiveStep>,
     /// Where a lost record is rebuilt from: `[kafka]` and `[admin]

@@ -17,7 +17,9 @@ use serde::Deserialize;
 
 use super::error::ApiError;
 use super::state::ApiState;
-use crate::admin::{ActionRequest, MemberAction, MemberError, MemberReport, Moderator};
+use crate::admin::{
+    ActionRequest, MemberAction, MemberError, MemberReport, Moderator, PromoteError, Promotion,
+};
 
 /// Longest `reason` an action takes (it goes to the log and the audit
 /// topic).
@@ -32,6 +34,7 @@ pub(super) fn routes(state: ApiState) -> Router<ApiState> {
     Router::new()
         .route("/v1/admin/members/{member}", get(show_member))
         .route("/v1/admin/members/{member}/{action}", post(act_on_member))
+        .route("/v1/admin/boards/{board}/promote", post(promote))
         .route("/v1/admin", any(no_action))
         .route("/v1/admin/{*rest}", any(no_action))
         .route_layer(middleware::from_fn_with_state(state, authenticate))
@@ -95,6 +98,41 @@ async fn no_action(
         StatusCode::NOT_FOUND,
         format!("no admin action at {method} {}", uri.path()),
     )
+}
+
+/// The body of a promotion.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromoteBody {
+    shadow: String,
+}
+
+/// `POST /v1/admin/boards/{board}/promote` (docs/rebuilds.md).
+async fn promote(
+    State(s): State<ApiState>,
+    axum::Extension(actor): axum::Extension<Actor>,
+    Path(board): Path<String>,
+    body: Bytes,
+) -> Result<Json<Promotion>, ApiError> {
+    let body: PromoteBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the body must be JSON {{\"shadow\": \"<shadow board, or the board itself to roll back>\"}}: {e}"),
+        )
+    })?;
+    let done = moderator(&s)?.promote(&board, &body.shadow, &actor.0).await;
+    done.map(Json).map_err(|e| match e {
+        PromoteError::NotFound(m) => ApiError::new(StatusCode::NOT_FOUND, m),
+        PromoteError::BadRequest(m) => ApiError::new(StatusCode::BAD_REQUEST, m),
+        PromoteError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, m),
+        e => {
+            tracing::warn!(board = %board, error = %e, "A promotion failed; answering 503 (repeating it finishes it).");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the promotion did not complete ({e}); repeat the request to finish it"),
+            )
+        }
+    })
 }
 
 /// The body of a member action: all optional.

@@ -223,6 +223,11 @@ pub(crate) fn backfill_key(prefix: &str, board: &str) -> String {
     format!("{prefix}:backfill:{board}")
 }
 
+/// Which board's data serves each promoted board (docs/rebuilds.md).
+pub(crate) fn serving_key(prefix: &str) -> String {
+    format!("{prefix}:serving")
+}
+
 /// Field naming a partition in fences and positions.
 pub(crate) fn partition_field(topic: &str, partition: i32) -> String {
     format!("{topic}/{partition}")

@@ -32,6 +32,8 @@ pub struct Reader {
     /// The topics the boards are computed from: a shadow board's backfill
     /// progress counts their partitions.
     pub(super) topics: Vec<String>,
+    /// Which shadow serves a promoted board (`served.rs`, `serving.rs`).
+    pub(super) serving: std::sync::Arc<super::served::Serving>,
 }
 
 /// The default of `[http] max_read_entries`.
@@ -56,6 +58,7 @@ impl Reader {
             unions: Unions::default(),
             max_read_entries: DEFAULT_MAX_READ_ENTRIES,
             topics: Vec::new(),
+            serving: Default::default(),
         }
     }
 

@@ -67,6 +67,9 @@ impl Reader {
         check_bound("limit", limit, MAX_LIMIT).map_err(ReadError::BadRequest)?;
         check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
         let now = self.clock.now_ms();
+        let asked = q.board.clone();
+        let served = self.served(q).await?;
+        let q = served.as_ref();
         let (board, kind) = periodic_view(&self.boards, q)?;
         let live = self.live_periods(q, board, kind, now).await?;
         let page = match &self.archive {
@@ -89,7 +92,7 @@ impl Reader {
             },
         };
         Ok(PeriodList {
-            board: board.name.clone(),
+            board: asked,
             view: q.view.clone(),
             scope: q.scope.clone(),
             total: page.total,

@@ -18,8 +18,11 @@ use crate::board::composite;
 use crate::board::keys;
 
 impl Reader {
-    pub(super) fn locate(&self, q: &Query) -> Result<Located<'_>, ReadError> {
-        locate(&self.boards, self.clock.now_ms(), q)
+    /// Where `q`'s data lives: the board's own, or that of the shadow
+    /// promoted in its place (`serving.rs`).
+    pub(super) async fn locate(&self, q: &Query) -> Result<Located<'_>, ReadError> {
+        let served = self.served(q).await?;
+        locate(&self.boards, self.clock.now_ms(), &served)
     }
 
     /// Evicts what has slid out of one window instance as of the reader's
@@ -71,7 +74,8 @@ impl Reader {
         source: Source,
     ) -> List {
         List {
-            board: at.board.name.clone(),
+            // The board asked for, also where a promoted shadow serves it.
+            board: q.board.clone(),
             view: q.view.clone(),
             period: at.period.clone(),
             scope: q.scope.clone(),
@@ -101,7 +105,7 @@ impl Reader {
     ) -> Result<List, ReadError> {
         check_bound("limit", limit, MAX_LIMIT).map_err(ReadError::BadRequest)?;
         check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
-        let at = self.locate(q)?;
+        let at = self.locate(q).await?;
         self.prepare(&at).await?;
         // Widened before adding: the bounds above keep the sum far below
         // i64::MAX, the largest index ZRANGE takes, on any platform.
@@ -176,7 +180,7 @@ impl Reader {
             .filter(|id| seen.insert(id.as_str()))
             .cloned()
             .collect();
-        let at = self.locate(q)?;
+        let at = self.locate(q).await?;
         self.prepare(&at).await?;
         let live = self.live_members(&at, &unique, style).await?;
         let (total, entries, source) = match &at.past {
@@ -199,7 +203,7 @@ impl Reader {
             .cloned()
             .collect();
         Ok(MemberList {
-            board: at.board.name.clone(),
+            board: q.board.clone(),
             view: q.view.clone(),
             period: at.period.clone(),
             scope: q.scope.clone(),
@@ -223,7 +227,7 @@ impl Reader {
         member: &str,
         style: RankStyle,
     ) -> Result<MemberEntry, ReadError> {
-        let at = self.locate(q)?;
+        let at = self.locate(q).await?;
         self.prepare(&at).await?;
         let not_found = || ReadError::MemberNotFound {
             member: member.to_string(),
@@ -277,7 +281,7 @@ impl Reader {
     ) -> Result<List, ReadError> {
         check_bound("radius", radius, MAX_RADIUS).map_err(ReadError::BadRequest)?;
         let radius = radius as u64;
-        let at = self.locate(q)?;
+        let at = self.locate(q).await?;
         self.prepare(&at).await?;
         let not_found = || ReadError::MemberNotFound {
             member: member.to_string(),

@@ -31,7 +31,7 @@ impl Reader {
             check_bound("limit", count as usize, MAX_LIMIT).map_err(ReadError::BadRequest)?;
             check_bound("offset", start as usize, MAX_OFFSET).map_err(ReadError::BadRequest)?;
         }
-        let at = self.locate(q)?;
+        let at = self.locate(q).await?;
         self.prepare(&at).await?;
         let mut sheet = self.read_runs(q, &at, &runs(windows), styles).await?;
         sheet.archived = sheet.head.total == 0 && at.past.is_some();
@@ -51,7 +51,7 @@ impl Reader {
         (radius, ahead): (u64, u64),
         styles: Styles,
     ) -> Result<Option<Sheet>, ReadError> {
-        let at = self.locate(q)?;
+        let at = self.locate(q).await?;
         self.prepare(&at).await?;
         let live = self.rank_of(&at, member).await?;
         if !live.exists && at.past.is_some() {

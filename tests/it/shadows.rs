@@ -866,3 +866,195 @@ async fn an_erased_member_stays_erased_in_a_backfilled_shadow() {
         "verified: s3, erased before the shadow existed, is in none of its views after the backfill replayed its events"
     );
 }
+
+const TOKEN: &str = "shadow-admin-token-0123456789";
+
+/// `POST /v1/admin/boards/{board}/promote` with `{"shadow": …}`, with or
+/// without the token.
+async fn promote(p: &Process, board: &str, shadow: &str, token: bool) -> (u16, serde_json::Value) {
+    let mut req = reqwest::Client::new()
+        .post(p.url(&format!("/v1/admin/boards/{board}/promote")))
+        .json(&serde_json::json!({ "shadow": shadow }));
+    if token {
+        req = req.header("Authorization", format!("Bearer {TOKEN}"));
+    }
+    let resp = req.send().await.expect("POST");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or_default())
+}
+
+/// What reads of `star_coins` answer now: `all` top (member, score) in
+/// rank order, one member of `day`, the board name they give.
+async fn star_coins_reads(p: &Process, member: &str) -> (Vec<(String, f64)>, f64, String) {
+    let (_, top) = get_json(&p.url("/v1/boards/star_coins/all/top?limit=1000")).await;
+    let rows = top["entries"]
+        .as_array()
+        .map(|es| {
+            es.iter()
+                .map(|e| {
+                    (
+                        e["member"].as_str().unwrap_or_default().to_string(),
+                        e["score"].as_f64().unwrap_or(f64::NAN),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let (_, one) = get_json(&p.url(&format!("/v1/boards/star_coins/day/members/{member}"))).await;
+    (
+        rows,
+        one["score"].as_f64().unwrap_or(f64::NAN),
+        top["board"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// Promoting a backfilled shadow switches every read of its board to the
+/// shadow's data under the board's name, from the answer on; it is
+/// idempotent, audited, shown by `/v1/boards` with the keys that now serve
+/// the board, refused when it makes no sense, and rolled back by naming
+/// the board itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_back() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let base = now_ms();
+    let from = base - 3_600_000;
+    let boards = checked_boards(&rfc3339(from));
+    let mut setup = Setup::new(
+        &broker,
+        &redis,
+        boards.split("[[check]]").next().unwrap_or_default(),
+    );
+    let audit = unique("audit");
+    setup.extra = format!("[admin]\ntokens = {{ ops = \"{TOKEN}\" }}\naudit_topic = \"{audit}\"\n");
+    broker.create_topic(&setup.topic, 2).await;
+    broker.create_topic(&audit, 1).await;
+    let (messages, _) = mixed_events(6_000, 36, 2, base);
+    send_all(&broker.producer(), &setup.topic, &messages).await;
+    let p = Process::start(&setup);
+    let none = HashSet::new();
+    let live = coins(gifts(&messages, i64::MIN, &none), "star_coins", false);
+    let shadow = coins(gifts(&messages, from, &none), "star_coins_v2", true);
+    let mut expect = live.clone();
+    expect.extend(shadow.clone());
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(90), || p.log()).await;
+    wait_for(Duration::from_secs(30), "the backfill done", || async {
+        (backfill_of(&p, "star_coins_v2").await["state"] == "done").then_some(())
+    })
+    .await;
+    let in_order = |b: &BTreeMap<String, f64>| -> Vec<(String, f64)> {
+        let r = ranks(b);
+        let mut v: Vec<(String, (u64, f64))> = r.into_iter().collect();
+        v.sort_by_key(|(_, (rank, _))| *rank);
+        v.into_iter().map(|(m, (_, s))| (m, s)).collect()
+    };
+    let day = |b: &Boards, name: &str, m: &str| -> f64 {
+        b.iter()
+            .find(|(k, _)| {
+                k.starts_with(&format!("{name}/day:")) && k.ends_with(&rfc3339(base)[..10])
+            })
+            .and_then(|(_, v)| v.get(m).copied())
+            .unwrap_or(f64::NAN)
+    };
+    let member = "s1";
+    let want_live = (
+        in_order(&live["star_coins/all"]),
+        day(&live, "star_coins", member),
+        "star_coins".to_string(),
+    );
+    let want_shadow = (
+        in_order(&shadow["star_coins_v2/all"]),
+        day(&shadow, "star_coins_v2", member),
+        "star_coins".to_string(),
+    );
+    assert_ne!(want_live.0, want_shadow.0, "the re-pricing shows");
+    assert_eq!(star_coins_reads(&p, member).await, want_live);
+
+    // Refusals: no token, no such board, not a shadow of it, a shadow's place.
+    assert_eq!(
+        promote(&p, "star_coins", "star_coins_v2", false).await.0,
+        401
+    );
+    assert_eq!(promote(&p, "nope", "star_coins_v2", true).await.0, 404);
+    assert_eq!(promote(&p, "star_coins", "nope", true).await.0, 400);
+    assert_eq!(
+        promote(&p, "star_coins_v2", "star_coins", true).await.0,
+        400
+    );
+    assert_eq!(
+        star_coins_reads(&p, member).await,
+        want_live,
+        "nothing changed"
+    );
+
+    // Promote: from the answer on, the shadow's data under the board's name.
+    let (status, body) = promote(&p, "star_coins", "star_coins_v2", true).await;
+    assert_eq!(
+        (status, body["served_by"].as_str()),
+        (200, Some("star_coins_v2")),
+        "{body}"
+    );
+    assert_eq!(star_coins_reads(&p, member).await, want_shadow);
+    let (_, again) = promote(&p, "star_coins", "star_coins_v2", true).await;
+    assert_eq!(again["since"], body["since"], "idempotent: {again}");
+    let (_, listing) = get_json(&p.url("/v1/boards")).await;
+    let info = listing["boards"]
+        .as_array()
+        .and_then(|bs| bs.iter().find(|b| b["name"] == "star_coins"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(info["served_by"]["board"], "star_coins_v2", "{info}");
+    assert_eq!(
+        info["key_pattern"],
+        format!("{}:{{star_coins_v2}}:<view>", setup.prefix),
+        "{info}"
+    );
+    assert_eq!(
+        info["views"][1]["key"],
+        setup.key("star_coins_v2", "all"),
+        "{info}"
+    );
+
+    // Roll back by naming the board.
+    let (status, body) = promote(&p, "star_coins", "star_coins", true).await;
+    assert_eq!(
+        (status, body["served_by"].as_str()),
+        (200, Some("star_coins")),
+        "{body}"
+    );
+    assert_eq!(star_coins_reads(&p, member).await, want_live);
+    let letters = read_letters(
+        &broker,
+        &audit,
+        Duration::from_secs(30),
+        Duration::from_secs(2),
+        |l| l.len() >= 3,
+    )
+    .await;
+    let actions: Vec<(String, String)> = letters
+        .iter()
+        .map(|l| {
+            let e: serde_json::Value = serde_json::from_slice(&l.payload).expect("audit json");
+            (
+                e["action"].as_str().unwrap_or_default().to_string(),
+                e["detail"]["served_by"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("board.promote", "star_coins_v2"),
+            ("board.promote", "star_coins_v2"),
+            ("board.promote", "star_coins")
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .to_vec()
+    );
+    println!(
+        "verified: promoted, reads of star_coins (top all, a member of day) served the shadow's data from the answer on, /v1/boards gave its keys; idempotent; 4 refusals; rolled back; 3 audit messages"
+    );
+}
