@@ -206,7 +206,7 @@ async fn list_boards(State(s): State<ApiState>) -> Json<serde_json::Value> {
 
 /// What `/v1/boards` says of each board, but a shadow's backfill: a
 /// promoted board with the keys of the shadow that serves it.
-fn describe_boards(s: &ApiState, serving: &reader::served::ServingMap) -> Vec<BoardInfo> {
+fn describe_boards(s: &ApiState, serving: &crate::board::serving::ServingMap) -> Vec<BoardInfo> {
     let now = s.clock.now_ms();
     let prefix = &s.boards.key_prefix;
     s.boards

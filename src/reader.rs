@@ -39,7 +39,7 @@ mod reads;
 mod reply;
 mod scopes;
 mod script;
-pub(crate) mod served;
+mod served;
 mod serving;
 mod shared;
 mod sheet;

@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 use crate::board::keys;
-use crate::reader::served::{FRESH, Served};
+use crate::board::serving::{FRESH, Served};
 use crate::sink::store::StoreError;
 
 use super::audit::{AuditEntry, AuditError, rfc3339};

@@ -11,6 +11,8 @@
 //! marker is set (and acknowledged) before the standings are read, so the
 //! apply script refuses every later update and the read is of a frozen key.
 
+use std::collections::HashMap;
+
 use crate::board::BoardSet;
 use crate::board::Order;
 use crate::board::composite::Layout;
@@ -19,6 +21,7 @@ use crate::board::keys;
 use crate::board::model::{Board, ViewSpec};
 use crate::board::period::{PeriodKind, parse_period_id};
 use crate::board::score::TieKey;
+use crate::board::serving::ServingMap;
 use crate::sink::store::Store;
 
 use super::ArchiveError;
@@ -328,6 +331,33 @@ pub(crate) async fn reschedule(
         .await
         .map_err(redis)?;
     Ok(())
+}
+
+/// The same period read from `shadow`, the board promoted in place of
+/// `p`'s board (docs/rebuilds.md): its keys and encoding, archived under
+/// `p`'s board name, so that periods closing after a promotion are
+/// archived from the data every reader was served.
+pub(crate) fn served_by(mut p: DuePeriod, prefix: &str, shadow: &Board) -> DuePeriod {
+    let scope = (!p.key.scope.is_empty()).then_some(p.key.scope.as_str());
+    let tag = shadow.tag(scope);
+    let view_id = format!("{}:{}", p.key.view, p.key.period);
+    p.view_key = keys::view_key(prefix, &tag, &view_id);
+    p.twin_key = keys::twin_view_key(prefix, &tag, &view_id);
+    p.order = shadow.order;
+    p.tie_key = shadow.tie_key;
+    p.layout = shadow.composite.as_ref().map(|c| c.layout.clone());
+    p
+}
+
+/// The promotions in force (`<prefix>:serving`).
+pub(crate) async fn serving(store: &Store, boards: &BoardSet) -> Result<ServingMap, ArchiveError> {
+    let raw: HashMap<String, String> = store
+        .query(redis::cmd("HGETALL").arg(keys::serving_key(&boards.key_prefix)))
+        .await
+        .map_err(redis)?;
+    Ok(crate::board::serving::parse(raw, |b| {
+        boards.get(b).is_some()
+    }))
 }
 
 /// Moves one item on to `until` (`ZADD XX`): a shadow board's period,

@@ -23,6 +23,7 @@ use crate::board::BoardSet;
 use crate::board::keys;
 use crate::board::model::ViewSpec;
 use crate::board::period::parse_period_id;
+use crate::board::serving::ServingMap;
 use crate::clock::SharedClock;
 use crate::config::ArchiveConfig;
 use crate::sink::store::Store;
@@ -201,8 +202,10 @@ impl Archiver {
         let items = due::list_due(&self.store, self.prefix(), now, DUE_PER_PASS).await?;
         let mut reports = Vec::with_capacity(items.len());
         let mut backfilling = HashMap::new();
+        let serving = due::serving(&self.store, &self.boards).await?;
         for item in items {
-            let resolved = due::resolve(&self.boards, self.prefix(), &item);
+            let resolved =
+                due::resolve(&self.boards, self.prefix(), &item).map(|p| self.served(p, &serving));
             let report = match resolved {
                 Ok(p) if board.is_some_and(|b| b != p.key.board) => continue,
                 Ok(p) if self.backfilling(&p.key.board, &mut backfilling).await? => {
@@ -232,6 +235,20 @@ impl Archiver {
             reports.push(report);
         }
         Ok(reports)
+    }
+
+    /// `p`, or the same period of the shadow promoted in place of its
+    /// board if the period ended after the promotion (what its readers
+    /// were served: docs/rebuilds.md).
+    fn served(&self, p: DuePeriod, serving: &ServingMap) -> DuePeriod {
+        let shadow = serving
+            .get(&p.key.board)
+            .filter(|s| p.end_ms > s.since)
+            .and_then(|s| self.boards.get(&s.board));
+        match shadow {
+            Some(shadow) => due::served_by(p, self.prefix(), shadow),
+            None => p,
+        }
     }
 
     /// Whether `board` is a shadow whose backfill is not done (asked once

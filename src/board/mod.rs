@@ -4,7 +4,8 @@
 //! lands ([`resolve`]), Redis key names ([`keys`]) and the score encoding of
 //! tie-break boards ([`score`]) and of composite boards ([`layout`], with
 //! the reader helpers in [`composite`]), and what makes a board the shadow
-//! of another ([`shadow`]).
+//! of another ([`shadow`]) and which shadow serves a promoted board
+//! ([`serving`]).
 
 pub mod composite;
 pub(crate) mod duration;
@@ -15,6 +16,7 @@ pub(crate) mod period;
 pub(crate) mod ranking;
 pub mod resolve;
 pub(crate) mod score;
+pub(crate) mod serving;
 pub(crate) mod shadow;
 pub(crate) mod spec;
 pub(crate) mod window;

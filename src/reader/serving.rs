@@ -23,7 +23,7 @@ use crate::board::period::parse_period_id;
 use super::error::ReadError;
 use super::handle::Reader;
 use super::query::Query;
-use super::served::{FRESH, Served, ServingMap};
+use crate::board::serving::{self as map, FRESH, ServingMap};
 
 impl Reader {
     /// The map as this reader knows it (read from Redis when its copy is
@@ -44,11 +44,7 @@ impl Reader {
             .store
             .query(redis::cmd("HGETALL").arg(keys::serving_key(&self.boards.key_prefix)))
             .await?;
-        let map: ServingMap = raw
-            .into_iter()
-            .filter_map(|(b, v)| serde_json::from_str(&v).ok().map(|s| (b, s)))
-            .filter(|(_, s): &(String, Served)| self.boards.get(&s.board).is_some())
-            .collect();
+        let map: ServingMap = map::parse(raw, |b| self.boards.get(b).is_some());
         let map = Arc::new(map);
         *lock() = Some((Instant::now(), map.clone()));
         Ok(map)

@@ -999,3 +999,74 @@ async fn a_shadows_periods_wait_for_its_backfill() {
         (score as i64 - before) / 1000
     );
 }
+
+/// After a shadow is promoted in place of its board (docs/rebuilds.md),
+/// the board's periods that end after the promotion are archived, under
+/// the board's name, from the shadow's data (what readers were served);
+/// periods that ended before it from the board's own.
+#[tokio::test]
+async fn a_promoted_boards_later_periods_are_archived_from_its_shadow() {
+    let mut w = World::new();
+    w.extra = "[[board]]\nname = \"plain_v2\"\nshadow_of = \"plain\"\n\
+               event = \"gift\"\nmember = \"sender_id\"\nscore = \"count * 2\"\nperiods = [\"week\"]\n\
+               archive = [\"week\"]\nretention = { week = \"8w\" }\n"
+        .into();
+    let (older, _, older_end) = past_week(2);
+    let (newer, _, newer_end) = past_week(1);
+    let own = [("a".to_string(), 3.0), ("b".to_string(), 1.0)];
+    let shadow = [
+        ("b".to_string(), 8.0),
+        ("a".to_string(), 6.0),
+        ("c".to_string(), 2.0),
+    ];
+    for (week, end) in [(&older, older_end), (&newer, newer_end)] {
+        let view = format!("week:{week}");
+        w.write_period("plain", &view, &own, end + GRACE).await;
+        w.write_period("plain_v2", &view, &shadow, end + GRACE)
+            .await;
+    }
+    let mut c = w.redis().await;
+    // Promoted between the two weeks' ends; the shadow's backfill is done.
+    let since = older_end + 1;
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:serving", w.prefix))
+        .arg("plain")
+        .arg(format!(
+            "{{\"board\":\"plain_v2\",\"since\":{since},\"actor\":\"ops\"}}"
+        ))
+        .query_async(&mut c)
+        .await
+        .expect("HSET serving");
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{}:backfill:plain_v2", w.prefix))
+        .arg("done")
+        .arg(since)
+        .query_async(&mut c)
+        .await
+        .expect("HSET done");
+    let mut archiver = w.archiver(100, "127.0.0.1:1").await;
+    let reports = archiver.pass(None).await.expect("pass");
+    assert_eq!(archived(&reports).len(), 4, "{reports:?}");
+    let rows = |r: &[(&str, f64)]| -> Vec<(i64, String, String)> {
+        r.iter()
+            .enumerate()
+            .map(|(i, (m, s))| (i as i64 + 1, m.to_string(), s.to_string()))
+            .collect()
+    };
+    let own_rows = rows(&[("a", 3.0), ("b", 1.0)]);
+    let shadow_rows = rows(&[("b", 8.0), ("a", 6.0), ("c", 2.0)]);
+    assert_eq!(
+        w.archived_rows("plain", "", &older).await,
+        own_rows,
+        "ended before: its own"
+    );
+    assert_eq!(
+        w.archived_rows("plain", "", &newer).await,
+        shadow_rows,
+        "ended after: the shadow's"
+    );
+    assert_eq!(w.archived_rows("plain_v2", "", &newer).await, shadow_rows);
+    println!(
+        "verified: after a promotion, week {newer} of plain was archived from plain_v2's data and week {older} (ended before) from its own"
+    );
+}
