@@ -17,6 +17,7 @@ use common::composite::{
 };
 use common::letters::read_letters;
 use common::reference::*;
+use common::sse::Stream;
 use common::*;
 
 /// Two shadows of [`MIXED_BOARDS`]' boards: `star_coins` re-priced (rockets
@@ -987,6 +988,41 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
         "nothing changed"
     );
 
+    // A live view open across the promotion, and a rolling view.
+    let mut stream = Stream::open(
+        &p.url("/v1/boards/star_coins/all/top/stream?limit=10"),
+        None,
+    )
+    .await;
+    let pairs = |data: &serde_json::Value| -> Vec<(String, f64)> {
+        data["entries"]
+            .as_array()
+            .map(|es| {
+                es.iter()
+                    .map(|e| {
+                        (
+                            e["member"].as_str().unwrap_or_default().to_string(),
+                            e["score"].as_f64().unwrap_or(f64::NAN),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let first = stream
+        .event(Duration::from_secs(5), "the stream's first list")
+        .await;
+    assert_eq!(pairs(&first.data), want_live.0);
+    let rolling = || {
+        let url = p.url("/v1/boards/star_coins/last:2d/top?limit=1000");
+        async move { pairs(&get_json(&url).await.1) }
+    };
+    assert_eq!(
+        rolling().await,
+        want_live.0,
+        "last:2d holds every event here"
+    );
+
     // Promote: from the answer on, the shadow's data under the board's name.
     let (status, body) = promote(&p, "star_coins", "star_coins_v2", true).await;
     assert_eq!(
@@ -995,6 +1031,15 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
         "{body}"
     );
     assert_eq!(star_coins_reads(&p, member).await, want_shadow);
+    assert_eq!(rolling().await, want_shadow.0);
+    let pushed = stream
+        .event_until(
+            Duration::from_secs(5),
+            "the stream's list after the promotion",
+            |e| pairs(&e.data) == want_shadow.0,
+        )
+        .await;
+    assert_eq!(pushed.data["board"], "star_coins");
     let (_, again) = promote(&p, "star_coins", "star_coins_v2", true).await;
     assert_eq!(again["since"], body["since"], "idempotent: {again}");
     let (_, listing) = get_json(&p.url("/v1/boards")).await;
@@ -1055,6 +1100,6 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
         .to_vec()
     );
     println!(
-        "verified: promoted, reads of star_coins (top all, a member of day) served the shadow's data from the answer on, /v1/boards gave its keys; idempotent; 4 refusals; rolled back; 3 audit messages"
+        "verified: promoted, reads of star_coins (top all, a member of day, last:2d) served the shadow's data from the answer on and its open top stream pushed it; /v1/boards gave its keys; idempotent; 4 refusals; rolled back; 3 audit messages"
     );
 }
