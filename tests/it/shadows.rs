@@ -164,6 +164,7 @@ async fn a_backfill_through_kills_a_join_and_a_redis_crash_equals_a_board_that_a
 
     // The fleet restarts with the shadows while the rest arrives.
     setup.boards = format!("{MIXED_BOARDS}{}", shadows(&from_text));
+    setup.extra = format!("[admin]\ntokens = {{ ops = \"{TOKEN}\" }}\n");
     let feeder = feed(
         &broker,
         &setup.topic,
@@ -179,6 +180,8 @@ async fn a_backfill_through_kills_a_join_and_a_redis_crash_equals_a_board_that_a
     })
     .await;
     println!("backfill started: {running}");
+    let (status, body) = promote(&fleet[0], "star_coins", "star_coins_v2", true).await;
+    assert_eq!(status, 409, "no promotion while the backfill runs: {body}");
     // Each fault once the backfill has made progress since the last one.
     let mut at = 0;
     for fault in 0..3 {
