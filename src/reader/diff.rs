@@ -1,7 +1,8 @@
 //! `GET /v1/boards/{shadow}/{view}/diff` (docs/rebuilds.md): the members
 //! whose rank or value in a shadow board's view differs from the board it
 //! shadows, in the same view, period and scope. Both views are read whole,
-//! in pages of [`MAX_LIMIT`], with the same rank style; the read is
+//! in pages of [`MAX_LIMIT`], with the same rank style, each from its own
+//! data (also after a promotion: `serving.rs`); the read is
 //! refused before it starts if the two together hold more entries than
 //! one read may walk (`[http] max_read_entries`). The differing members
 //! are listed in the shadow's rank order, then those only on the live
@@ -16,6 +17,7 @@ use super::error::ReadError;
 use super::handle::Reader;
 use super::query::{MAX_LIMIT, MAX_OFFSET, Query, check_bound};
 use super::ranks::RankStyle;
+use super::reads::Serve;
 
 /// One member that differs; `null` on the side it is missing from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -120,8 +122,8 @@ impl Reader {
             ..q.clone()
         };
         let sizes = (
-            self.top_ranked(q, 0, 0, style).await?.total,
-            self.top_ranked(&live_q, 0, 0, style).await?.total,
+            self.page(q, 0, 0, style, Serve::Own).await?.total,
+            self.page(&live_q, 0, 0, style, Serve::Own).await?.total,
         );
         if sizes.0 + sizes.1 > self.max_read_entries {
             return Err(ReadError::bad(
@@ -157,7 +159,7 @@ impl Reader {
         let mut entries = Vec::with_capacity(total as usize);
         while (entries.len() as u64) < total {
             let page = self
-                .top_ranked(q, entries.len(), MAX_LIMIT, style)
+                .page(q, entries.len(), MAX_LIMIT, style, Serve::Own)
                 .await?
                 .entries;
             if page.is_empty() {

@@ -17,6 +17,15 @@ use crate::board::Order;
 use crate::board::composite;
 use crate::board::keys;
 
+/// Whose data a read serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Serve {
+    /// The shadow promoted in the board's place, if any (every API read).
+    Promoted,
+    /// The board's own.
+    Own,
+}
+
 impl Reader {
     /// Where `q`'s data lives: the board's own, or that of the shadow
     /// promoted in its place (`serving.rs`).
@@ -103,9 +112,25 @@ impl Reader {
         limit: usize,
         style: RankStyle,
     ) -> Result<List, ReadError> {
+        self.page(q, offset, limit, style, Serve::Promoted).await
+    }
+
+    /// [`Reader::top_ranked`] of the data `serve` says: a promoted board's
+    /// shadow, or the board's own (a diff compares the two).
+    pub(super) async fn page(
+        &self,
+        q: &Query,
+        offset: usize,
+        limit: usize,
+        style: RankStyle,
+        serve: Serve,
+    ) -> Result<List, ReadError> {
         check_bound("limit", limit, MAX_LIMIT).map_err(ReadError::BadRequest)?;
         check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
-        let at = self.locate(q).await?;
+        let at = match serve {
+            Serve::Promoted => self.locate(q).await?,
+            Serve::Own => locate(&self.boards, self.clock.now_ms(), q)?,
+        };
         self.prepare(&at).await?;
         // Widened before adding: the bounds above keep the sum far below
         // i64::MAX, the largest index ZRANGE takes, on any platform.

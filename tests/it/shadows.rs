@@ -1043,6 +1043,12 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
         )
         .await;
     assert_eq!(pushed.data["board"], "star_coins");
+    // The diff still compares the shadow with the board's own data.
+    let (diff, _) = api_diff(&p, "/v1/boards/star_coins_v2/all/diff", 1000).await;
+    assert_eq!(
+        diff,
+        model_diff(&shadow["star_coins_v2/all"], &live["star_coins/all"])
+    );
     let (_, again) = promote(&p, "star_coins", "star_coins_v2", true).await;
     assert_eq!(again["since"], body["since"], "idempotent: {again}");
     let (_, listing) = get_json(&p.url("/v1/boards")).await;
@@ -1103,6 +1109,6 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
         .to_vec()
     );
     println!(
-        "verified: promoted, reads of star_coins (top all, a member of day, last:2d) served the shadow's data from the answer on and its open top stream pushed it; /v1/boards gave its keys; idempotent; 4 refusals; rolled back; 3 audit messages"
+        "verified: promoted, reads of star_coins (top all, a member of day, last:2d) served the shadow's data from the answer on and its open top stream pushed it; the diff still compared it with the board's own data; /v1/boards gave its keys; idempotent; 4 refusals; rolled back; 3 audit messages"
     );
 }
