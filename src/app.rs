@@ -331,7 +331,8 @@ fn moderator(
 }
 
 /// Before any consumer reads it: the moderation record, rebuilt from
-/// `[admin] audit_topic` if Redis lost it (docs/moderation.md).
+/// `[admin] audit_topic` if Redis lost it (docs/moderation.md); and the
+/// promotions of shadow boards (docs/rebuilds.md).
 async fn rebuild_moderation(
     config: &Config,
     store: &Store,
@@ -357,6 +358,15 @@ async fn rebuild_moderation(
             erased = r.erased,
             topic,
             "The moderation record was missing from Redis; rebuilt it from the audit topic."
+        );
+    }
+    let promotions =
+        crate::admin::promote::restore_if_lost(store, boards, &config.kafka, topic).await?;
+    if let Some(n) = promotions.filter(|n| *n > 0) {
+        tracing::warn!(
+            promotions = n,
+            topic,
+            "The promotions of shadow boards were missing from Redis; wrote them again from the audit topic."
         );
     }
     Ok(())

@@ -6,16 +6,27 @@
 //! idempotent: promoting the shadow already serving keeps its `since`. The
 //! answer comes once every reader's copy of the map has expired, so from
 //! then on every read of the fleet serves what it says; the action is
-//! logged and announced on `[admin] audit_topic` first.
+//! logged and announced on `[admin] audit_topic` first. If Redis loses
+//! the map, `rankflow run` writes it again from those announcements
+//! before it serves ([`restore_if_lost`]): the map keeps a marker field
+//! (`~`) while it is whole.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::board::BoardSet;
 use crate::board::keys;
 use crate::board::serving::{FRESH, Served};
-use crate::sink::store::StoreError;
+use crate::config::KafkaConfig;
+use crate::sink::store::{Store, StoreError};
 
 use super::audit::{AuditEntry, AuditError, rfc3339};
 use super::members::Moderator;
+use super::recover::{RecoverError, read_audit};
+
+/// The field that marks the serving map as whole (written at start-up).
+const WHOLE: &str = "~";
 
 /// What a promotion answers.
 #[derive(Debug, Clone, Serialize)]
@@ -141,5 +152,133 @@ impl Moderator {
             )));
         }
         Ok(())
+    }
+}
+
+/// Each board's promotion after the last `board.promote` message of it
+/// (`None`: rolled back).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Promotions(BTreeMap<String, Option<Served>>);
+
+impl Promotions {
+    pub(crate) fn add(&mut self, e: &AuditEntry) {
+        let Some(("board", board)) = e
+            .target
+            .split_once(':')
+            .filter(|_| e.action == "board.promote")
+        else {
+            return;
+        };
+        let by = e.detail["served_by"].as_str().unwrap_or(board);
+        let since = e.detail["since"]
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.timestamp_millis());
+        let served = match (by == board, since) {
+            (false, Some(since)) => Some(Served {
+                board: by.to_string(),
+                since,
+                actor: e.actor.clone(),
+            }),
+            _ => None,
+        };
+        self.0.insert(board.to_string(), served);
+    }
+}
+
+/// When the serving map under the boards' prefix is not marked whole
+/// (Redis lost it, or it was never written), writes the promotions in
+/// force again from the audit topic, then the marker; answers how many it
+/// wrote (`None`: it was whole). A promotion written meanwhile is kept.
+pub async fn restore_if_lost(
+    store: &Store,
+    boards: &BoardSet,
+    kafka: &KafkaConfig,
+    topic: &str,
+) -> Result<Option<usize>, RecoverError> {
+    let key = keys::serving_key(&boards.key_prefix);
+    let whole: bool = store
+        .query(redis::cmd("HEXISTS").arg(&key).arg(WHOLE))
+        .await?;
+    if whole {
+        return Ok(None);
+    }
+    let (kafka, name) = (kafka.clone(), topic.to_string());
+    let folded = tokio::task::spawn_blocking(move || {
+        let mut p = Promotions::default();
+        read_audit(&kafka, &name, |e| p.add(e)).map(|()| p)
+    })
+    .await
+    .map_err(|e| RecoverError::Kafka {
+        topic: topic.to_string(),
+        reason: e.to_string(),
+    })??;
+    let mut written = 0;
+    for (board, served) in folded.0 {
+        let Some(served) = served.filter(|s| boards.get(&s.board).is_some()) else {
+            continue;
+        };
+        let json = serde_json::to_string(&served).unwrap_or_default();
+        let set: i64 = store
+            .query(redis::cmd("HSETNX").arg(&key).arg(&board).arg(json))
+            .await?;
+        written += set as usize;
+    }
+    let _: i64 = store
+        .query(redis::cmd("HSETNX").arg(&key).arg(WHOLE).arg(1))
+        .await?;
+    Ok(Some(written))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn promoted(board: &str, by: &str, since: Option<&str>) -> AuditEntry {
+        AuditEntry {
+            at: "2026-11-26T00:00:00.000Z".into(),
+            actor: "ops".into(),
+            action: "board.promote".into(),
+            target: format!("board:{board}"),
+            detail: serde_json::json!({"shadow": by, "served_by": by, "since": since}),
+        }
+    }
+
+    #[test]
+    fn the_last_promotion_of_each_board_counts_and_a_rollback_clears_it() {
+        let mut p = Promotions::default();
+        for e in [
+            promoted("a", "a_v2", Some("2026-11-26T10:00:00.000Z")),
+            promoted("b", "b_v2", Some("2026-11-26T10:00:01.000Z")),
+            promoted("a", "a", None),
+            promoted("c", "c_v2", Some("2026-11-26T10:00:02.000Z")),
+            promoted("c", "c_v3", Some("2026-11-26T10:00:03.000Z")),
+            AuditEntry {
+                action: "member.hide".into(),
+                ..promoted("d", "d_v2", Some("2026-11-26T10:00:00.000Z"))
+            },
+        ] {
+            p.add(&e);
+        }
+        let at = |s: &str| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .map(|t| t.timestamp_millis())
+                .unwrap_or(0)
+        };
+        let served = |board: &str, since: &str| {
+            Some(Served {
+                board: board.into(),
+                since: at(since),
+                actor: "ops".into(),
+            })
+        };
+        let want: BTreeMap<String, Option<Served>> = [
+            ("a".to_string(), None),
+            ("b".to_string(), served("b_v2", "2026-11-26T10:00:01.000Z")),
+            ("c".to_string(), served("c_v3", "2026-11-26T10:00:03.000Z")),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(p, Promotions(want));
     }
 }

@@ -165,6 +165,18 @@ pub async fn rebuild_if_lost(
 /// end when the read started, folded.
 fn read_all(kafka: &KafkaConfig, topic: &str) -> Result<Folded, RecoverError> {
     let mut folded = Folded::default();
+    read_audit(kafka, topic, |entry| folded.add(entry))?;
+    Ok(folded)
+}
+
+/// Hands every audit message of `topic` to `visit`, in the order of each
+/// partition (blocking). Also what rebuilds lost promotions
+/// (`super::promote`).
+pub(crate) fn read_audit(
+    kafka: &KafkaConfig,
+    topic: &str,
+    mut visit: impl FnMut(&AuditEntry),
+) -> Result<(), RecoverError> {
     scan(
         kafka,
         Role::AuditReader,
@@ -176,7 +188,7 @@ fn read_all(kafka: &KafkaConfig, topic: &str) -> Result<Folded, RecoverError> {
                 .payload()
                 .and_then(|p| serde_json::from_slice::<AuditEntry>(p).ok())
             {
-                folded.add(&entry);
+                visit(&entry);
             }
             Next::More
         },
@@ -184,8 +196,7 @@ fn read_all(kafka: &KafkaConfig, topic: &str) -> Result<Folded, RecoverError> {
     .map_err(|reason| RecoverError::Kafka {
         topic: topic.to_string(),
         reason,
-    })?;
-    Ok(folded)
+    })
 }
 
 #[cfg(test)]

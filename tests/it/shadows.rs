@@ -935,7 +935,7 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
     broker.create_topic(&audit, 1).await;
     let (messages, _) = mixed_events(6_000, 36, 2, base);
     send_all(&broker.producer(), &setup.topic, &messages).await;
-    let p = Process::start(&setup);
+    let mut p = Process::start(&setup);
     let none = HashSet::new();
     let live = coins(gifts(&messages, i64::MIN, &none), "star_coins", false);
     let shadow = coins(gifts(&messages, from, &none), "star_coins_v2", true);
@@ -1069,6 +1069,31 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
         "{info}"
     );
 
+    // Redis loses the promotions: a restarted instance writes them again
+    // from the audit topic before it serves.
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("{}:serving", setup.prefix))
+        .query_async(&mut redis.conn().await)
+        .await
+        .expect("DEL");
+    p.kill9();
+    p = Process::start(&setup);
+    let top = p.url("/v1/boards/star_coins/all/top");
+    wait_for(Duration::from_secs(30), "reads served again", || async {
+        (status_of(&top).await == 200).then_some(())
+    })
+    .await;
+    let restored = star_coins_reads(&p, member).await;
+    assert_eq!(
+        restored, want_shadow,
+        "the promotion came back from the audit topic"
+    );
+    assert!(
+        p.log().contains("wrote them again from the audit topic"),
+        "{}",
+        p.log()
+    );
+
     // Roll back by naming the board.
     let (status, body) = promote(&p, "star_coins", "star_coins", true).await;
     assert_eq!(
@@ -1109,6 +1134,6 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
         .to_vec()
     );
     println!(
-        "verified: promoted, reads of star_coins (top all, a member of day, last:2d) served the shadow's data from the answer on and its open top stream pushed it; the diff still compared it with the board's own data; /v1/boards gave its keys; idempotent; 4 refusals; rolled back; 3 audit messages"
+        "verified: promoted, reads of star_coins (top all, a member of day, last:2d) served the shadow's data from the answer on and its open top stream pushed it; the diff still compared it with the board's own data; /v1/boards gave its keys; idempotent; 4 refusals; after Redis lost the promotion a restarted instance wrote it again from the audit topic; rolled back; 3 audit messages"
     );
 }
