@@ -23,7 +23,7 @@ use crate::sink::store::{Store, StoreError};
 
 use super::audit::{AuditEntry, AuditError, rfc3339};
 use super::members::Moderator;
-use super::recover::{RecoverError, read_audit};
+use super::recover::{RecoverError, fold_if_missing};
 
 /// The field that marks the serving map as whole (written at start-up).
 const WHOLE: &str = "~";
@@ -197,22 +197,10 @@ pub async fn restore_if_lost(
     topic: &str,
 ) -> Result<Option<usize>, RecoverError> {
     let key = keys::serving_key(&boards.key_prefix);
-    let whole: bool = store
-        .query(redis::cmd("HEXISTS").arg(&key).arg(WHOLE))
-        .await?;
-    if whole {
+    let folded = fold_if_missing(store, (&key, WHOLE), kafka, topic, Promotions::add).await?;
+    let Some(folded) = folded else {
         return Ok(None);
-    }
-    let (kafka, name) = (kafka.clone(), topic.to_string());
-    let folded = tokio::task::spawn_blocking(move || {
-        let mut p = Promotions::default();
-        read_audit(&kafka, &name, |e| p.add(e)).map(|()| p)
-    })
-    .await
-    .map_err(|e| RecoverError::Kafka {
-        topic: topic.to_string(),
-        reason: e.to_string(),
-    })??;
+    };
     let mut written = 0;
     for (board, served) in folded.0 {
         let Some(served) = served.filter(|s| boards.get(&s.board).is_some()) else {

@@ -124,19 +124,10 @@ pub async fn rebuild_if_lost(
     now_ms: i64,
 ) -> Result<Option<Rebuilt>, RecoverError> {
     let record = keys::moderation_key(prefix);
-    let present: bool = store
-        .query(redis::cmd("HEXISTS").arg(&record).arg(GEN_FIELD))
-        .await?;
-    if present {
+    let folded = fold_if_missing(store, (&record, GEN_FIELD), kafka, topic, Folded::add).await?;
+    let Some(folded) = folded else {
         return Ok(None);
-    }
-    let (kafka, name) = (kafka.clone(), topic.to_string());
-    let folded = tokio::task::spawn_blocking(move || read_all(&kafka, &name))
-        .await
-        .map_err(|e| RecoverError::Kafka {
-            topic: topic.to_string(),
-            reason: e.to_string(),
-        })??;
+    };
     let fields = folded.fields(hasher);
     if fields.is_empty() {
         return Ok(None);
@@ -161,18 +152,38 @@ pub async fn rebuild_if_lost(
     }))
 }
 
-/// Every message of `topic`, from the beginning of each partition to its
-/// end when the read started, folded.
-fn read_all(kafka: &KafkaConfig, topic: &str) -> Result<Folded, RecoverError> {
-    let mut folded = Folded::default();
-    read_audit(kafka, topic, |entry| folded.add(entry))?;
-    Ok(folded)
+/// Unless `field` of hash `key` is there (what is kept whole is whole):
+/// every audit message of `topic` folded with `add`, on a blocking
+/// thread. Also what rebuilds lost promotions (`super::promote`).
+pub(crate) async fn fold_if_missing<F: Default + Send + 'static>(
+    store: &Store,
+    (key, field): (&str, &str),
+    kafka: &KafkaConfig,
+    topic: &str,
+    add: fn(&mut F, &AuditEntry),
+) -> Result<Option<F>, RecoverError> {
+    let present: bool = store
+        .query(redis::cmd("HEXISTS").arg(key).arg(field))
+        .await?;
+    if present {
+        return Ok(None);
+    }
+    let (kafka, name) = (kafka.clone(), topic.to_string());
+    let folded = tokio::task::spawn_blocking(move || {
+        let mut folded = F::default();
+        read_audit(&kafka, &name, |entry| add(&mut folded, entry)).map(|()| folded)
+    })
+    .await
+    .map_err(|e| RecoverError::Kafka {
+        topic: topic.to_string(),
+        reason: e.to_string(),
+    })??;
+    Ok(Some(folded))
 }
 
-/// Hands every audit message of `topic` to `visit`, in the order of each
-/// partition (blocking). Also what rebuilds lost promotions
-/// (`super::promote`).
-pub(crate) fn read_audit(
+/// Hands every message of `topic`, from the beginning of each partition
+/// to its end when the read started, to `visit` (blocking).
+fn read_audit(
     kafka: &KafkaConfig,
     topic: &str,
     mut visit: impl FnMut(&AuditEntry),
