@@ -1137,3 +1137,119 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
         "verified: promoted, reads of star_coins (top all, a member of day, last:2d) served the shadow's data from the answer on and its open top stream pushed it; the diff still compared it with the board's own data; /v1/boards gave its keys; idempotent; 4 refusals; after Redis lost the promotion a restarted instance wrote it again from the audit topic; rolled back; 3 audit messages"
     );
 }
+
+/// A scoped board and its shadow (the fans of each receiver; the shadow
+/// counts gifts instead of items).
+fn scoped_boards(backfill_from: &str) -> String {
+    format!(
+        r#"
+[[board]]
+name = "fans"
+event = "gift"
+member = "sender_id"
+score = "count"
+scope = "receiver_id"
+periods = ["all"]
+
+[[board]]
+name = "fans_v2"
+shadow_of = "fans"
+backfill_from = "{backfill_from}"
+event = "gift"
+member = "sender_id"
+score = "1"
+scope = "receiver_id"
+periods = ["all"]
+"#
+    )
+}
+
+/// (member, score) in the order a list gives them.
+async fn list_of(p: &Process, path: &str) -> Vec<(String, f64)> {
+    let (status, body) = get_json(&p.url(path)).await;
+    assert_eq!(status, 200, "{path}: {body}");
+    body["entries"]
+        .as_array()
+        .map(|es| {
+            es.iter()
+                .map(|e| {
+                    (
+                        e["member"].as_str().unwrap_or_default().to_string(),
+                        e["score"].as_f64().unwrap_or(f64::NAN),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A promoted scoped board: a union of all its scopes (`scope=*`) and an
+/// `around` read of one scope switch to the shadow's data with the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promoting_a_scoped_shadow_switches_unions_of_scopes_and_around() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let base = now_ms();
+    let from = base - 3_600_000;
+    let mut setup = Setup::new(&broker, &redis, &scoped_boards(&rfc3339(from)));
+    setup.extra = format!("[admin]\ntokens = {{ ops = \"{TOKEN}\" }}\n");
+    broker.create_topic(&setup.topic, 2).await;
+    let (messages, _) = mixed_events(6_000, 37, 2, base);
+    send_all(&broker.producer(), &setup.topic, &messages).await;
+    let p = Process::start(&setup);
+    // The models: per scope, and the union of every scope (a sum per
+    // sender), for the board and its shadow.
+    let none = HashSet::new();
+    let mut expect: Boards = BTreeMap::new();
+    let mut unions: [BTreeMap<String, f64>; 2] = Default::default();
+    for (name, since, each, union) in [("fans", i64::MIN, None, 0), ("fans_v2", from, Some(1.0), 1)]
+    {
+        for e in gifts(&messages, since, &none) {
+            let receiver = e["receiver_id"].as_str().expect("receiver");
+            let sender = e["sender_id"].as_str().expect("sender").to_string();
+            let v = each.unwrap_or_else(|| e["count"].as_f64().expect("count"));
+            *expect
+                .entry(format!("{name}:{receiver}/all"))
+                .or_default()
+                .entry(sender.clone())
+                .or_insert(0.0) += v;
+            *unions[union].entry(sender).or_insert(0.0) += v;
+        }
+    }
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(90), || p.log()).await;
+    wait_for(Duration::from_secs(30), "the backfill done", || async {
+        (backfill_of(&p, "fans_v2").await["state"] == "done").then_some(())
+    })
+    .await;
+    let in_order = |b: &BTreeMap<String, f64>| -> Vec<(String, f64)> {
+        let mut v: Vec<(String, (u64, f64))> = ranks(b).into_iter().collect();
+        v.sort_by_key(|(_, (rank, _))| *rank);
+        v.into_iter().map(|(m, (_, s))| (m, s)).collect()
+    };
+    let around = |board: &str| -> Vec<(String, f64)> {
+        // u7's neighbours within 2 places in scope s1.
+        let ranked = in_order(&expect[&format!("{board}:s1/all")]);
+        let at = ranked
+            .iter()
+            .position(|(m, _)| m == "u7")
+            .expect("u7 in s1");
+        ranked[at.saturating_sub(2)..(at + 3).min(ranked.len())].to_vec()
+    };
+    let union_path = "/v1/boards/fans/all/top?scope=*&limit=1000";
+    let around_path = "/v1/boards/fans/all/around/u7?scope=s1&radius=2";
+    assert_eq!(list_of(&p, union_path).await, in_order(&unions[0]));
+    assert_eq!(list_of(&p, around_path).await, around("fans"));
+    let (status, body) = promote(&p, "fans", "fans_v2", true).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        list_of(&p, union_path).await,
+        in_order(&unions[1]),
+        "the union of scopes"
+    );
+    assert_eq!(list_of(&p, around_path).await, around("fans_v2"), "around");
+    assert_ne!(unions[0], unions[1]);
+    println!(
+        "verified: after the promotion, fans' union of every scope ({} senders) and u7's neighbours in scope s1 came from fans_v2",
+        unions[1].len()
+    );
+}
