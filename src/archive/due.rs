@@ -320,17 +320,7 @@ pub(crate) async fn reschedule(
     prefix: &str,
     p: &DuePeriod,
 ) -> Result<(), ArchiveError> {
-    let _: i64 = store
-        .query(
-            redis::cmd("ZADD")
-                .arg(keys::archive_due_key(prefix))
-                .arg("XX")
-                .arg(p.close_ms)
-                .arg(&p.member),
-        )
-        .await
-        .map_err(redis)?;
-    Ok(())
+    postpone(store, prefix, p, p.close_ms).await
 }
 
 /// The same period read from `shadow`, the board promoted in place of
@@ -360,8 +350,9 @@ pub(crate) async fn serving(store: &Store, boards: &BoardSet) -> Result<ServingM
     }))
 }
 
-/// Moves one item on to `until` (`ZADD XX`): a shadow board's period,
-/// which its backfill may still be writing to.
+/// Moves one item on to `until` (`ZADD XX`, so an item removed meanwhile
+/// is not brought back): a shadow board's period, which its backfill may
+/// still be writing to, or an item listed by an older grace.
 pub(crate) async fn postpone(
     store: &Store,
     prefix: &str,

@@ -20,9 +20,9 @@ use common::reference::*;
 use common::sse::Stream;
 use common::*;
 
-/// Two shadows of [`MIXED_BOARDS`]' boards: `star_coins` re-priced (rockets
-/// count double) and the scoped `fans` counting gifts instead of items.
-fn shadows(backfill_from: &str) -> String {
+/// A shadow of [`MIXED_BOARDS`]' `star_coins`, re-priced: rockets count
+/// double.
+fn star_coins_v2(backfill_from: &str) -> String {
     format!(
         r#"
 [[board]]
@@ -33,7 +33,15 @@ event = "gift"
 member = "receiver_id"
 score = 'count * value * (gift_id == "rocket" ? 2 : 1)'
 periods = ["day", "all"]
+"#
+    )
+}
 
+/// A shadow of [`MIXED_BOARDS`]' scoped `fans`, counting gifts instead of
+/// items.
+fn fans_v2(backfill_from: &str) -> String {
+    format!(
+        r#"
 [[board]]
 name = "fans_v2"
 shadow_of = "fans"
@@ -45,6 +53,11 @@ scope = "receiver_id"
 periods = ["all"]
 "#
     )
+}
+
+/// Both shadows.
+fn shadows(backfill_from: &str) -> String {
+    star_coins_v2(backfill_from) + &fans_v2(backfill_from)
 }
 
 /// The gifts of `messages` at or after `from` whose `event_id` is not in
@@ -114,6 +127,22 @@ async fn replayed(redis: &Redis, setup: &Setup, board: &str) -> i64 {
     positions.values().sum()
 }
 
+/// The logs of a fleet, for a failure's message.
+fn logs(fleet: &[Process]) -> String {
+    fleet
+        .iter()
+        .map(|p| p.log())
+        .collect::<Vec<_>>()
+        .join("\n----\n")
+}
+
+/// Now, and an hour before: the events span the two hours before now, so
+/// a shadow backfilled from an hour ago must skip the first of them.
+fn hour_ago() -> (i64, i64) {
+    let base = now_ms();
+    (base, base - 3_600_000)
+}
+
 /// The `backfill` object `/v1/boards` shows for `board`.
 async fn backfill_of(p: &Process, board: &str) -> serde_json::Value {
     let body: serde_json::Value = get_text(&p.url("/v1/boards"))
@@ -153,13 +182,9 @@ async fn a_backfill_through_kills_a_join_and_a_redis_crash_equals_a_board_that_a
     let (history, live) = messages.split_at(total / 2);
 
     // History: the plain boards only.
-    send_all(&broker.producer(), &setup.topic, history).await;
-    let mut old = Process::start(&setup);
-    wait_for(Duration::from_secs(120), "the history applied", || async {
-        (redis.positions_sum(&setup.prefix).await >= (total / 2) as i64).then_some(())
-    })
-    .await;
-    old.kill9();
+    apply_history(&broker, &redis, &setup, history)
+        .await
+        .kill9();
     println!("history: {} events applied by the plain boards", total / 2);
 
     // The fleet restarts with the shadows while the rest arrives.
@@ -214,13 +239,7 @@ async fn a_backfill_through_kills_a_join_and_a_redis_crash_equals_a_board_that_a
     feeder.await.expect("feeder");
 
     expect.extend(want_shadows.clone());
-    let show = || {
-        fleet
-            .iter()
-            .map(|p| p.log())
-            .collect::<Vec<_>>()
-            .join("\n----\n")
-    };
+    let show = || logs(&fleet);
     wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(240), show).await;
     let done = wait_for(Duration::from_secs(30), "both backfills done", || async {
         let a = backfill_of(&fleet[2], "star_coins_v2").await;
@@ -249,6 +268,48 @@ async fn a_backfill_through_kills_a_join_and_a_redis_crash_equals_a_board_that_a
         0.0,
         "{metrics}"
     );
+}
+
+/// A list's entries as (member, score), in the order given.
+fn pairs(body: &serde_json::Value) -> Vec<(String, f64)> {
+    body["entries"]
+        .as_array()
+        .map(|es| {
+            es.iter()
+                .map(|e| {
+                    (
+                        e["member"].as_str().unwrap_or_default().to_string(),
+                        e["score"].as_f64().unwrap_or(f64::NAN),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A board's (member, score) in rank order ([`ranks`]).
+fn in_rank_order(board: &BTreeMap<String, f64>) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, (u64, f64))> = ranks(board).into_iter().collect();
+    v.sort_by_key(|(_, (rank, _))| *rank);
+    v.into_iter().map(|(m, (_, s))| (m, s)).collect()
+}
+
+/// Produces `history` and has it applied by a fleet of one on `setup`'s
+/// boards: the boards a later fleet starts from (kill it when done).
+async fn apply_history(
+    broker: &Broker,
+    redis: &impl Zsets,
+    setup: &Setup,
+    history: &[(i32, Vec<u8>)],
+) -> Process {
+    send_all(&broker.producer(), &setup.topic, history).await;
+    let old = Process::start(setup);
+    let n = history.len() as i64;
+    wait_for(Duration::from_secs(120), "the history applied", || async {
+        (redis.positions_sum(&setup.prefix).await >= n).then_some(())
+    })
+    .await;
+    old
 }
 
 /// Ordinal ranks of a board (`ZREVRANGE` order: value descending, equal
@@ -344,15 +405,7 @@ member = "receiver_id"
 score = "count * value"
 periods = ["day", "all"]
 
-[[board]]
-name = "star_coins_v2"
-shadow_of = "star_coins"
-backfill_from = "{backfill_from}"
-event = "gift"
-member = "receiver_id"
-score = 'count * value * (gift_id == "rocket" ? 2 : 1)'
-periods = ["day", "all"]
-
+{shadow}
 [[check]]
 name = "count_cap"
 event = "gift"
@@ -363,8 +416,19 @@ name = "gift_rate"
 event = "gift"
 member = "sender_id"
 max_rate = "2/1m"
-"#
+"#,
+        shadow = star_coins_v2(backfill_from)
     )
+}
+
+/// [`checked_boards`] without its checks.
+fn unchecked_boards(backfill_from: i64) -> String {
+    let boards = checked_boards(&rfc3339(backfill_from));
+    boards
+        .split("[[check]]")
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn rfc3339(ms: i64) -> String {
@@ -383,8 +447,7 @@ fn rfc3339(ms: i64) -> String {
 async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
     let broker = Broker::start();
     let redis = Redis::start();
-    let base = now_ms();
-    let from = base - 3_600_000;
+    let (base, from) = hour_ago();
     let mut setup = Setup::new(&broker, &redis, &checked_boards(&rfc3339(from)));
     setup.batch = (500, 20);
     let quarantine = unique("quarantine");
@@ -394,7 +457,6 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
     let total = 30_000;
     let (messages, _) = mixed_events(total, 32, 4, base);
     let (history, live) = messages.split_at(total / 2);
-    send_all(&broker.producer(), &setup.topic, history).await;
     // The history is decided by the plain fleet; the shadow comes later.
     let plain = checked_boards(&rfc3339(from));
     let plain = plain
@@ -404,12 +466,9 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
         .to_string()
         + &plain[plain.find("[[check]]").expect("checks")..];
     let boards = std::mem::replace(&mut setup.boards, plain);
-    let mut old = Process::start(&setup);
-    wait_for(Duration::from_secs(120), "the history applied", || async {
-        (redis.positions_sum(&setup.prefix).await >= (total / 2) as i64).then_some(())
-    })
-    .await;
-    old.kill9();
+    apply_history(&broker, &redis, &setup, history)
+        .await
+        .kill9();
     setup.boards = boards;
     let feeder = feed(
         &broker,
@@ -475,13 +534,7 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
         "star_coins_v2",
         true,
     ));
-    let show = || {
-        fleet
-            .iter()
-            .map(|p| p.log())
-            .collect::<Vec<_>>()
-            .join("\n----\n")
-    };
+    let show = || logs(&fleet);
     wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(120), show).await;
     let done = wait_for(Duration::from_secs(30), "the backfill done", || async {
         let b = backfill_of(&fleet[0], "star_coins_v2").await;
@@ -502,14 +555,9 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
 async fn a_broker_that_cannot_answer_offsets_for_times_is_named_and_older_events_are_skipped() {
     let broker = Broker::start();
     let redis = Redis::start();
-    let base = now_ms();
-    let from = base - 3_600_000;
+    let (base, from) = hour_ago();
     let mut setup = Setup::new(&broker, &redis, "");
-    setup.boards = checked_boards(&rfc3339(from))
-        .split("[[check]]")
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    setup.boards = unchecked_boards(from);
     broker.create_topic(&setup.topic, 2).await;
     let (messages, _) = mixed_events(3_000, 33, 2, base);
     // Each message stamped with its event's time, so that a broker that
@@ -560,20 +608,15 @@ async fn a_broker_that_cannot_answer_offsets_for_times_is_named_and_older_events
 async fn a_backfill_on_a_three_primary_cluster_equals_the_model() {
     let broker = Broker::start();
     let cluster = RedisCluster::start();
-    let base = now_ms();
-    let from = base - 3_600_000;
+    let (base, from) = hour_ago();
     let mut setup = Setup::new_cluster(&broker, &cluster, MIXED_BOARDS);
     broker.create_topic(&setup.topic, 4).await;
     let total = 20_000;
     let (messages, mut expect) = mixed_events(total, 34, 4, base);
     let (history, live) = messages.split_at(total / 2);
-    send_all(&broker.producer(), &setup.topic, history).await;
-    let mut old = Process::start(&setup);
-    wait_for(Duration::from_secs(120), "the history applied", || async {
-        (cluster.positions_sum(&setup.prefix).await >= (total / 2) as i64).then_some(())
-    })
-    .await;
-    old.kill9();
+    apply_history(&broker, &cluster, &setup, history)
+        .await
+        .kill9();
     setup.boards = format!("{MIXED_BOARDS}{}", shadows(&rfc3339(from)));
     let feeder = feed(
         &broker,
@@ -598,13 +641,7 @@ async fn a_backfill_on_a_three_primary_cluster_equals_the_model() {
     println!("injected: kill -9 of an instance during the backfill, restarted");
     feeder.await.expect("feeder");
     expect.extend(shadow_model(&messages, from));
-    let show = || {
-        fleet
-            .iter()
-            .map(|p| p.log())
-            .collect::<Vec<_>>()
-            .join("\n----\n")
-    };
+    let show = || logs(&fleet);
     wait_boards_or_show(&cluster, &setup, &expect, Duration::from_secs(180), show).await;
     let done = wait_for(Duration::from_secs(30), "the backfills done", || async {
         let a = backfill_of(&fleet[1], "star_coins_v2").await;
@@ -676,26 +713,16 @@ async fn listed(
         return None;
     }
     let entries = body["entries"].as_array()?.clone();
-    Some((
-        entries
-            .iter()
-            .map(|e| {
-                (
-                    e["member"].as_str().unwrap_or_default().to_string(),
-                    e["score"].as_f64().unwrap_or(f64::NAN),
-                )
-            })
-            .collect(),
-        entries
-            .iter()
-            .map(|e| {
-                (
-                    e["member"].as_str().unwrap_or_default().to_string(),
-                    field_values(&e["fields"], n),
-                )
-            })
-            .collect(),
-    ))
+    let fields = entries
+        .iter()
+        .map(|e| {
+            (
+                e["member"].as_str().unwrap_or_default().to_string(),
+                field_values(&e["fields"], n),
+            )
+        })
+        .collect();
+    Some((pairs(&body), fields))
 }
 
 /// Tie-break, composite and window views of shadows, backfilled, read back
@@ -706,8 +733,7 @@ async fn listed(
 async fn tie_break_composite_and_window_shadows_equal_their_models() {
     let broker = Broker::start();
     let redis = Redis::start();
-    let base = now_ms();
-    let from = base - 3_600_000;
+    let (base, from) = hour_ago();
     let def = BoardDef {
         name: "ct".into(),
         fields: vec![
@@ -742,13 +768,9 @@ async fn tie_break_composite_and_window_shadows_equal_their_models() {
     broker.create_topic(&setup.topic, 4).await;
     let messages = score_events(6_000, base);
     let (history, live) = messages.split_at(3_000);
-    send_all(&broker.producer(), &setup.topic, history).await;
-    let mut old = Process::start(&setup);
-    wait_for(Duration::from_secs(60), "the history applied", || async {
-        (redis.positions_sum(&setup.prefix).await >= 3_000).then_some(())
-    })
-    .await;
-    old.kill9();
+    apply_history(&broker, &redis, &setup, history)
+        .await
+        .kill9();
     let ct_v2 = shadow_def.toml("periods = [\"all\"]").replacen(
         "event = ",
         &format!("{}event = ", shadow_of("ct")),
@@ -806,10 +828,8 @@ async fn tie_break_composite_and_window_shadows_equal_their_models() {
 async fn an_erased_member_stays_erased_in_a_backfilled_shadow() {
     let broker = Broker::start();
     let redis = Redis::start();
-    let base = now_ms();
-    let from = base - 3_600_000;
-    let boards = checked_boards(&rfc3339(from));
-    let boards = boards.split("[[check]]").next().unwrap_or_default();
+    let (base, from) = hour_ago();
+    let boards = unchecked_boards(from);
     let (live_board, shadow_board) = boards
         .split_once("[[board]]\nname = \"star_coins_v2\"")
         .expect("two boards");
@@ -817,12 +837,7 @@ async fn an_erased_member_stays_erased_in_a_backfilled_shadow() {
     setup.extra = "[admin]\nerase_key = \"erase-key-0123456789abcdef\"\n".into();
     broker.create_topic(&setup.topic, 2).await;
     let (messages, _) = mixed_events(6_000, 35, 2, base);
-    send_all(&broker.producer(), &setup.topic, &messages).await;
-    let mut old = Process::start(&setup);
-    wait_for(Duration::from_secs(60), "the history applied", || async {
-        (redis.positions_sum(&setup.prefix).await >= 6_000).then_some(())
-    })
-    .await;
+    let mut old = apply_history(&broker, &redis, &setup, &messages).await;
     let config = old.dir.path().join("rankflow.toml");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rankflow"))
         .args(["member", "erase", "s3", "-c"])
@@ -887,23 +902,22 @@ async fn promote(p: &Process, board: &str, shadow: &str, token: bool) -> (u16, s
     (status, resp.json().await.unwrap_or_default())
 }
 
+/// [`promote`] with the token, which must answer 200 serving `shadow`.
+async fn promoted(p: &Process, board: &str, shadow: &str) -> serde_json::Value {
+    let (status, body) = promote(p, board, shadow, true).await;
+    assert_eq!(
+        (status, body["served_by"].as_str()),
+        (200, Some(shadow)),
+        "{body}"
+    );
+    body
+}
+
 /// What reads of `star_coins` answer now: `all` top (member, score) in
 /// rank order, one member of `day`, the board name they give.
 async fn star_coins_reads(p: &Process, member: &str) -> (Vec<(String, f64)>, f64, String) {
     let (_, top) = get_json(&p.url("/v1/boards/star_coins/all/top?limit=1000")).await;
-    let rows = top["entries"]
-        .as_array()
-        .map(|es| {
-            es.iter()
-                .map(|e| {
-                    (
-                        e["member"].as_str().unwrap_or_default().to_string(),
-                        e["score"].as_f64().unwrap_or(f64::NAN),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let rows = pairs(&top);
     let (_, one) = get_json(&p.url(&format!("/v1/boards/star_coins/day/members/{member}"))).await;
     (
         rows,
@@ -921,14 +935,8 @@ async fn star_coins_reads(p: &Process, member: &str) -> (Vec<(String, f64)>, f64
 async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_back() {
     let broker = Broker::start();
     let redis = Redis::start();
-    let base = now_ms();
-    let from = base - 3_600_000;
-    let boards = checked_boards(&rfc3339(from));
-    let mut setup = Setup::new(
-        &broker,
-        &redis,
-        boards.split("[[check]]").next().unwrap_or_default(),
-    );
+    let (base, from) = hour_ago();
+    let mut setup = Setup::new(&broker, &redis, &unchecked_boards(from));
     let audit = unique("audit");
     setup.extra = format!("[admin]\ntokens = {{ ops = \"{TOKEN}\" }}\naudit_topic = \"{audit}\"\n");
     broker.create_topic(&setup.topic, 2).await;
@@ -946,12 +954,6 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
         (backfill_of(&p, "star_coins_v2").await["state"] == "done").then_some(())
     })
     .await;
-    let in_order = |b: &BTreeMap<String, f64>| -> Vec<(String, f64)> {
-        let r = ranks(b);
-        let mut v: Vec<(String, (u64, f64))> = r.into_iter().collect();
-        v.sort_by_key(|(_, (rank, _))| *rank);
-        v.into_iter().map(|(m, (_, s))| (m, s)).collect()
-    };
     let day = |b: &Boards, name: &str, m: &str| -> f64 {
         b.iter()
             .find(|(k, _)| {
@@ -962,12 +964,12 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
     };
     let member = "s1";
     let want_live = (
-        in_order(&live["star_coins/all"]),
+        in_rank_order(&live["star_coins/all"]),
         day(&live, "star_coins", member),
         "star_coins".to_string(),
     );
     let want_shadow = (
-        in_order(&shadow["star_coins_v2/all"]),
+        in_rank_order(&shadow["star_coins_v2/all"]),
         day(&shadow, "star_coins_v2", member),
         "star_coins".to_string(),
     );
@@ -997,21 +999,6 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
         None,
     )
     .await;
-    let pairs = |data: &serde_json::Value| -> Vec<(String, f64)> {
-        data["entries"]
-            .as_array()
-            .map(|es| {
-                es.iter()
-                    .map(|e| {
-                        (
-                            e["member"].as_str().unwrap_or_default().to_string(),
-                            e["score"].as_f64().unwrap_or(f64::NAN),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     let first = stream
         .event(Duration::from_secs(5), "the stream's first list")
         .await;
@@ -1027,12 +1014,7 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
     );
 
     // Promote: from the answer on, the shadow's data under the board's name.
-    let (status, body) = promote(&p, "star_coins", "star_coins_v2", true).await;
-    assert_eq!(
-        (status, body["served_by"].as_str()),
-        (200, Some("star_coins_v2")),
-        "{body}"
-    );
+    let body = promoted(&p, "star_coins", "star_coins_v2").await;
     assert_eq!(star_coins_reads(&p, member).await, want_shadow);
     assert_eq!(rolling().await, want_shadow.0);
     let pushed = stream
@@ -1095,12 +1077,7 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
     );
 
     // Roll back by naming the board.
-    let (status, body) = promote(&p, "star_coins", "star_coins", true).await;
-    assert_eq!(
-        (status, body["served_by"].as_str()),
-        (200, Some("star_coins")),
-        "{body}"
-    );
+    promoted(&p, "star_coins", "star_coins").await;
     assert_eq!(star_coins_reads(&p, member).await, want_live);
     let letters = read_letters(
         &broker,
@@ -1150,17 +1127,8 @@ member = "sender_id"
 score = "count"
 scope = "receiver_id"
 periods = ["all"]
-
-[[board]]
-name = "fans_v2"
-shadow_of = "fans"
-backfill_from = "{backfill_from}"
-event = "gift"
-member = "sender_id"
-score = "1"
-scope = "receiver_id"
-periods = ["all"]
-"#
+{shadow}"#,
+        shadow = fans_v2(backfill_from)
     )
 }
 
@@ -1168,19 +1136,7 @@ periods = ["all"]
 async fn list_of(p: &Process, path: &str) -> Vec<(String, f64)> {
     let (status, body) = get_json(&p.url(path)).await;
     assert_eq!(status, 200, "{path}: {body}");
-    body["entries"]
-        .as_array()
-        .map(|es| {
-            es.iter()
-                .map(|e| {
-                    (
-                        e["member"].as_str().unwrap_or_default().to_string(),
-                        e["score"].as_f64().unwrap_or(f64::NAN),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    pairs(&body)
 }
 
 /// A promoted scoped board: a union of all its scopes (`scope=*`) and an
@@ -1189,8 +1145,7 @@ async fn list_of(p: &Process, path: &str) -> Vec<(String, f64)> {
 async fn promoting_a_scoped_shadow_switches_unions_of_scopes_and_around() {
     let broker = Broker::start();
     let redis = Redis::start();
-    let base = now_ms();
-    let from = base - 3_600_000;
+    let (base, from) = hour_ago();
     let mut setup = Setup::new(&broker, &redis, &scoped_boards(&rfc3339(from)));
     setup.extra = format!("[admin]\ntokens = {{ ops = \"{TOKEN}\" }}\n");
     broker.create_topic(&setup.topic, 2).await;
@@ -1221,14 +1176,9 @@ async fn promoting_a_scoped_shadow_switches_unions_of_scopes_and_around() {
         (backfill_of(&p, "fans_v2").await["state"] == "done").then_some(())
     })
     .await;
-    let in_order = |b: &BTreeMap<String, f64>| -> Vec<(String, f64)> {
-        let mut v: Vec<(String, (u64, f64))> = ranks(b).into_iter().collect();
-        v.sort_by_key(|(_, (rank, _))| *rank);
-        v.into_iter().map(|(m, (_, s))| (m, s)).collect()
-    };
     let around = |board: &str| -> Vec<(String, f64)> {
         // u7's neighbours within 2 places in scope s1.
-        let ranked = in_order(&expect[&format!("{board}:s1/all")]);
+        let ranked = in_rank_order(&expect[&format!("{board}:s1/all")]);
         let at = ranked
             .iter()
             .position(|(m, _)| m == "u7")
@@ -1237,13 +1187,13 @@ async fn promoting_a_scoped_shadow_switches_unions_of_scopes_and_around() {
     };
     let union_path = "/v1/boards/fans/all/top?scope=*&limit=1000";
     let around_path = "/v1/boards/fans/all/around/u7?scope=s1&radius=2";
-    assert_eq!(list_of(&p, union_path).await, in_order(&unions[0]));
+    assert_eq!(list_of(&p, union_path).await, in_rank_order(&unions[0]));
     assert_eq!(list_of(&p, around_path).await, around("fans"));
     let (status, body) = promote(&p, "fans", "fans_v2", true).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         list_of(&p, union_path).await,
-        in_order(&unions[1]),
+        in_rank_order(&unions[1]),
         "the union of scopes"
     );
     assert_eq!(list_of(&p, around_path).await, around("fans_v2"), "around");
