@@ -426,7 +426,7 @@ impl Moderator {
                 redis::cmd("PTTL")
                     .arg(keys::unions_built_key(
                         self.prefix(),
-                        &self.boards.boards[b].name,
+                        &self.boards.boards[b].stored,
                     ))
                     .clone()
             })
@@ -486,7 +486,7 @@ impl Moderator {
                 continue;
             }
             for tag in registered {
-                if keys::parse_tag(tag).is_some_and(|(name, _)| name == board.name) {
+                if keys::parse_tag(tag).is_some_and(|(name, _)| name == board.stored) {
                     out.push((b, tag.clone()));
                 }
             }

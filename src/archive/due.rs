@@ -192,9 +192,11 @@ pub fn resolve(boards: &BoardSet, prefix: &str, item: &DueItem) -> Result<DuePer
         keys::parse_due_member(&item.member).ok_or_else(|| bad("not `{tag}:view:id`".into()))?;
     let (board_name, scope) =
         keys::parse_tag(tag).ok_or_else(|| bad("its scope is wrongly escaped".into()))?;
-    let board = boards
-        .get(board_name)
-        .ok_or_else(|| bad(format!("no board named {board_name:?} is configured")))?;
+    let (_, board) = boards.by_stored(board_name).ok_or_else(|| {
+        bad(format!(
+            "no configured board's keys carry the name {board_name:?}"
+        ))
+    })?;
     let (kind_name, period_id) = view_id
         .split_once(':')
         .ok_or_else(|| bad(format!("view {view_id:?} is not a period")))?;
@@ -345,9 +347,7 @@ pub(crate) async fn serving(store: &Store, boards: &BoardSet) -> Result<ServingM
         .query(redis::cmd("HGETALL").arg(keys::serving_key(&boards.key_prefix)))
         .await
         .map_err(redis)?;
-    Ok(crate::board::serving::parse(raw, |b| {
-        boards.get(b).is_some()
-    }))
+    Ok(crate::board::serving::parse(raw, boards))
 }
 
 /// Moves one item on to `until` (`ZADD XX`, so an item removed meanwhile
@@ -544,11 +544,29 @@ retention = { week = "2w" }
         assert_eq!(p.closed_key(), "rf:{fans:a%3Ab}:week:2026-W47:closed");
     }
 
+    /// A board that took over a shadow's keys (`stored_as`): its periods'
+    /// due items name those keys, and are archived under its own name.
+    #[test]
+    fn a_taken_over_boards_items_resolve_to_it() {
+        let boards = archived_boards(&BOARDS.replace(
+            "name = \"fans\"",
+            "name = \"fans\"\nstored_as = \"fans_v2\"",
+        ));
+        let p = resolve(&boards, "rf", &item("{fans_v2:x}:week:2026-W47")).expect("resolves");
+        assert_eq!((p.key.board.as_str(), p.key.scope.as_str()), ("fans", "x"));
+        assert_eq!(p.view_key, "rf:{fans_v2:x}:week:2026-W47");
+        let e = resolve(&boards, "rf", &item("{fans:x}:week:2026-W47")).unwrap_err();
+        assert!(e.to_string().contains("carry the name \"fans\""), "{e}");
+    }
+
     #[test]
     fn unusable_items_are_named() {
         let boards = archived_boards(BOARDS);
         for (member, why) in [
-            ("{nope}:week:2026-W47", "no board named"),
+            (
+                "{nope}:week:2026-W47",
+                "no configured board's keys carry the name \"nope\"",
+            ),
             ("{fans:x}:day:2026-11-20", "has no day view"),
             ("{fans:x}:week:2026-W99", "does not exist"),
             ("fans:week", "not `{tag}:view:id`"),

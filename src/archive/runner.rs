@@ -454,10 +454,10 @@ impl Archiver {
         let view_id = format!("{}:{period}", kind.name());
         let tags: Vec<String> = match (scope, board.scope.is_some()) {
             (Some(s), _) => vec![board.tag(Some(s))],
-            (None, false) => vec![board_name.to_string()],
+            (None, false) => vec![board.tag(None)],
             (None, true) => {
-                let board_slot = board.board_slot;
-                self.known_scopes(board_name, board_slot, kind.name(), period, &view_id)
+                let stored = (board.stored.clone(), board.board_slot);
+                self.known_scopes(board_name, stored, kind.name(), period, &view_id)
                     .await?
             }
         };
@@ -474,10 +474,12 @@ impl Archiver {
     }
 
     /// Tags of the scopes of a period: in the due set, and in the archive.
+    /// `board` is the board's name (the archive's), `stored` the name in
+    /// its keys and its `scope_slot = "board"`.
     async fn known_scopes(
         &mut self,
         board: &str,
-        board_slot: bool,
+        (stored, board_slot): (String, bool),
         view: &str,
         period: &str,
         view_id: &str,
@@ -488,7 +490,7 @@ impl Archiver {
             .filter_map(|item| {
                 let (tag, id) = keys::parse_due_member(&item.member)?;
                 let (b, _) = keys::parse_tag(tag)?;
-                (b == board && id == view_id).then(|| tag.to_string())
+                (b == stored && id == view_id).then(|| tag.to_string())
             })
             .collect();
         self.connect().await?;
@@ -503,7 +505,7 @@ impl Archiver {
                 .await?;
             for row in rows {
                 let scope: String = row.try_get(0)?;
-                tags.push(keys::instance_tag_in(board, Some(&scope), board_slot));
+                tags.push(keys::instance_tag_in(&stored, Some(&scope), board_slot));
             }
         }
         tags.sort();

@@ -84,6 +84,11 @@ pub struct Board {
     pub(crate) scope_registry: u64,
     /// Set for a shadow board (`shadow_of`, docs/configuration.md).
     pub(crate) shadow: Option<Shadow>,
+    /// The name in the board's Redis keys (docs/redis-layout.md): its
+    /// `stored_as`, or else its name. Differs from `name` for a board that
+    /// took over the keys of the shadow promoted in its place
+    /// (docs/rebuilds.md, "Making it permanent").
+    pub(crate) stored: String,
 }
 
 /// Periods of one kind a moderation action visits at most (an hourly
@@ -122,7 +127,7 @@ impl Board {
 
     /// The tag of this board's instance for `scope` (see [`super::keys`]).
     pub(crate) fn tag(&self, scope: Option<&str>) -> String {
-        super::keys::instance_tag_in(&self.name, scope, self.board_slot)
+        super::keys::instance_tag_in(&self.stored, scope, self.board_slot)
     }
 
     /// Every concrete view of an instance that may hold data at `now`
@@ -281,6 +286,7 @@ impl BoardSet {
         shadow::check_all(&outlines, &|i, field| {
             location(i + 1, &specs[i].name, field)
         })?;
+        check_stored(&boards, specs)?;
         let mut by_event: [Vec<usize>; 3] = Default::default();
         for (i, b) in boards.iter().enumerate() {
             by_event[b.event.index()].push(i);
@@ -302,6 +308,15 @@ impl BoardSet {
         self.boards.iter().find(|b| b.name == name)
     }
 
+    /// The board whose keys carry `stored` ([`Board::stored`]), with its
+    /// index: what a key's hash tag names.
+    pub(crate) fn by_stored(&self, stored: &str) -> Option<(usize, &Board)> {
+        self.boards
+            .iter()
+            .enumerate()
+            .find(|(_, b)| b.stored == stored)
+    }
+
     /// The shadow boards, in configuration order.
     pub(crate) fn shadows(&self) -> impl Iterator<Item = &Board> {
         self.boards.iter().filter(|b| b.shadow.is_some())
@@ -318,6 +333,27 @@ impl BoardSet {
         }
         self
     }
+}
+
+/// No two boards may write the same keys: a board's `stored_as` names no
+/// other board, and no earlier board's keys.
+fn check_stored(boards: &[Board], specs: &[BoardSpec]) -> Result<(), BoardError> {
+    for (i, b) in boards.iter().enumerate() {
+        let clash = boards
+            .iter()
+            .enumerate()
+            .find(|(j, o)| (*j < i && o.stored == b.stored) || (*j != i && o.name == b.stored));
+        if let (Some((_, o)), Some(_)) = (clash, &specs[i].stored_as) {
+            return Err(BoardError::invalid(
+                location(i + 1, &b.name, "stored_as"),
+                format!(
+                    "`{}` names the keys of board `{}`: two boards cannot share keys",
+                    b.stored, o.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn location(number: usize, name: &str, field: &str) -> String {
@@ -386,6 +422,7 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
     let (aggregate, order) = aggregate_and_order(b, composite.as_ref());
     let (board_slot, scope_registry) = scope_options(number, b)?;
     let shadow = shadow::own(b, &at)?;
+    let stored = stored_name(b, &at)?;
     Ok(Board {
         name: b.name.clone(),
         event,
@@ -407,7 +444,29 @@ fn compile_board(number: usize, b: &BoardSpec, globals: &Globals) -> Result<Boar
         board_slot,
         scope_registry,
         shadow,
+        stored,
     })
+}
+
+/// The name in the board's keys: `stored_as`, which a shadow cannot have
+/// (its backfill keeps its own keys), or its name.
+fn stored_name(b: &BoardSpec, at: &dyn Fn(&str) -> String) -> Result<String, BoardError> {
+    let Some(stored) = &b.stored_as else {
+        return Ok(b.name.clone());
+    };
+    if !valid_name(stored) {
+        return Err(BoardError::invalid(
+            at("stored_as"),
+            "must match ^[a-z][a-z0-9_]{0,63}$, like a board's name",
+        ));
+    }
+    if b.shadow_of.is_some() {
+        return Err(BoardError::invalid(
+            at("stored_as"),
+            "a shadow keeps its own keys; `stored_as` goes on the board that takes over a promoted shadow's keys (docs/rebuilds.md)",
+        ));
+    }
+    Ok(stored.clone())
 }
 
 /// The scope layout options of a board: `(board_slot, scope_registry)`.

@@ -241,4 +241,64 @@ mod tests {
             );
         }
     }
+
+    /// The board that took over a promoted shadow's keys (`stored_as`):
+    /// its keys carry the shadow's name, and its mistakes are located (a
+    /// hand-made table).
+    #[test]
+    fn a_board_stored_as_a_shadow_has_its_keys_and_its_mistakes_are_named() {
+        let taken_over = LIVE.replace(
+            "name = \"coins\"",
+            "name = \"coins\"\nstored_as = \"coins_v2\"",
+        );
+        let set = compile(&taken_over).expect("compiles");
+        let (i, board) = set.by_stored("coins_v2").expect("found by its keys");
+        assert_eq!((i, board.name.as_str()), (0, "coins"));
+        assert_eq!(board.tag(Some("a")), "coins_v2:a");
+        assert!(set.by_stored("coins").is_none());
+        let other = "\n[[board]]\nname = \"other\"\nevent = \"gift\"\nmember = \"receiver_id\"\nscore = \"1\"\nperiods = [\"all\"]\n";
+        let cases: &[(String, &str, &str)] = &[
+            (
+                LIVE.replace(
+                    "name = \"coins\"",
+                    "name = \"coins\"\nstored_as = \"Coins-2\"",
+                ),
+                "board `coins` (#1), field `stored_as`",
+                "must match",
+            ),
+            (
+                shadow(
+                    "periods = [\"day\", \"all\"]\nwindows = [\"3h/1m\"]\nshadow_of = \"coins\"\nstored_as = \"x\"",
+                ),
+                "board `coins_v2` (#2), field `stored_as`",
+                "a shadow keeps its own keys",
+            ),
+            (
+                format!(
+                    "{taken_over}{}",
+                    other.replace("periods", "stored_as = \"coins_v2\"\nperiods")
+                ),
+                "board `other` (#2), field `stored_as`",
+                "`coins_v2` names the keys of board `coins`",
+            ),
+            (
+                format!(
+                    "{}{other}",
+                    LIVE.replace(
+                        "name = \"coins\"",
+                        "name = \"coins\"\nstored_as = \"other\""
+                    )
+                ),
+                "board `coins` (#1), field `stored_as`",
+                "`other` names the keys of board `other`",
+            ),
+        ];
+        for (config, location, words) in cases {
+            let e = compile(config).expect_err(words).to_string();
+            assert!(
+                e.starts_with(location) && e.contains(words),
+                "{e:?} should start with {location:?} and say {words:?}"
+            );
+        }
+    }
 }

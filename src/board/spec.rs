@@ -68,6 +68,11 @@ pub(crate) struct BoardSpec {
     /// The event time (RFC 3339) a shadow's backfill replays from.
     #[serde(default)]
     pub(crate) backfill_from: Option<String>,
+    /// The name the board's Redis keys carry, when not its own: the
+    /// shadow whose keys it took over when a promotion was made permanent
+    /// (docs/rebuilds.md).
+    #[serde(default)]
+    pub(crate) stored_as: Option<String>,
 }
 
 fn default_dense_ranks() -> bool {

@@ -73,8 +73,16 @@ pub(crate) fn describe(config: &Config, boards: &BoardSet, now: i64) -> String {
     out
 }
 
-/// What a shadow board replaces and what its backfill will replay.
+/// What a shadow board replaces and what its backfill will replay; or
+/// whose keys a board took over.
 fn describe_shadow(out: &mut String, config: &Config, b: &Board, now: i64) {
+    if b.stored != b.name {
+        let _ = writeln!(
+            out,
+            "  stored as  {} (its keys are that board's: where a backfill of `{}` recorded positions, the live consumers resume each partition no later than them and keep them up to date)",
+            b.stored, b.stored
+        );
+    }
     let Some(shadow) = &b.shadow else {
         return;
     };

@@ -156,7 +156,7 @@ impl Unions {
             // Member actions wait for unions built lately to expire
             // (docs/moderation.md): this marks when the board's last one
             // does. Lives as long as the result.
-            let board = &trim.boards.boards[trim.board_index].name;
+            let board = &trim.boards.boards[trim.board_index].stored;
             let _: () = store
                 .query(
                     redis::cmd("SET")

@@ -123,7 +123,7 @@ fn locate_scopes<'b>(
         board,
         board_index,
         key: plan.result.clone(),
-        tag: board.name.clone(),
+        tag: board.stored.clone(),
         period,
         window: false,
         past: None,

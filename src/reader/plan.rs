@@ -63,6 +63,8 @@ impl UnionPlan {
 pub(crate) struct Registered {
     pub(super) prefix: String,
     pub(super) board: String,
+    /// The name in the board's keys ([`crate::board::model::Board::stored`]).
+    pub(super) stored: String,
     pub(super) board_slot: bool,
     /// Most scope values a registry keeps; a registry holding more knows
     /// it has lost some.

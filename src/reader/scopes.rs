@@ -71,7 +71,11 @@ pub(super) fn plan(
             (vec![id], shown, window, part)
         }
     };
-    let result = keys::view_key(prefix, &board.name, &format!("{part}:s:{}", digest(which)));
+    let result = keys::view_key(
+        prefix,
+        &board.stored,
+        &format!("{part}:s:{}", digest(which)),
+    );
     let mut plan = UnionPlan::new(board, result, Vec::new());
     plan.cross_slot = !board.board_slot;
     plan.param = "scope";
@@ -94,11 +98,17 @@ pub(super) fn plan(
             plan.registered = Some(Registered {
                 prefix: prefix.to_string(),
                 board: board.name.clone(),
+                stored: board.stored.clone(),
                 board_slot: board.board_slot,
                 keep: board.scope_registry,
                 views: views
                     .iter()
-                    .map(|v| (v.clone(), keys::scope_registry_key(prefix, &board.name, v)))
+                    .map(|v| {
+                        (
+                            v.clone(),
+                            keys::scope_registry_key(prefix, &board.stored, v),
+                        )
+                    })
                     .collect(),
                 window,
             });
@@ -171,7 +181,7 @@ pub(super) async fn resolve(
     check_count(scopes.len() * reg.views.len())?;
     let tags: Vec<String> = scopes
         .iter()
-        .map(|s| keys::instance_tag_in(&reg.board, Some(s), reg.board_slot))
+        .map(|s| keys::instance_tag_in(&reg.stored, Some(s), reg.board_slot))
         .collect();
     let views: Vec<String> = reg.views.iter().map(|(v, _)| v.clone()).collect();
     let sources = sources(&reg.prefix, &tags, &views);

@@ -44,7 +44,7 @@ impl Reader {
             .store
             .query(redis::cmd("HGETALL").arg(keys::serving_key(&self.boards.key_prefix)))
             .await?;
-        let map: ServingMap = map::parse(raw, |b| self.boards.get(b).is_some());
+        let map: ServingMap = map::parse(raw, &self.boards);
         let map = Arc::new(map);
         *lock() = Some((Instant::now(), map.clone()));
         Ok(map)

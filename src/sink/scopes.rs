@@ -98,7 +98,7 @@ pub(crate) fn wanted(
             continue;
         };
         for v in &inst.views {
-            let key = keys::scope_registry_key(&boards.key_prefix, &board.name, &v.id);
+            let key = keys::scope_registry_key(&boards.key_prefix, &board.stored, &v.id);
             if !cache.wanted(&key, &scope, now) {
                 continue;
             }

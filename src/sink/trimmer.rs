@@ -103,7 +103,7 @@ pub(crate) async fn trim_once(
                 boards
                     .boards
                     .iter()
-                    .position(|b| b.name == name && b.has_windows())
+                    .position(|b| b.stored == name && b.has_windows())
             });
             match board {
                 Some(b) if now - (*last as i64) <= horizon_ms(boards, b) => {
