@@ -458,7 +458,15 @@ async fn consume(
         boards: Arc::new(config.compile_boards()?.consuming(|b| b.shadow.is_none())),
         checks: parts.checks.clone(),
         dead_letters: parts.dead_letters.clone(),
-        ledger: Ledger::live(&parts.boards.key_prefix),
+        ledger: Ledger::live(
+            &parts.boards.key_prefix,
+            parts
+                .boards
+                .boards
+                .iter()
+                .filter(|b| b.shadow.is_none())
+                .map(|b| b.stored.as_str()),
+        ),
         role: Role::Live,
         health: parts.health.clone(),
         verdicts: None,

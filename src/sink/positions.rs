@@ -11,14 +11,35 @@
 //!
 //! A shadow board's backfill (docs/rebuilds.md) reads the same partitions
 //! in a consumer group of its own, so its positions are kept apart
-//! ([`Ledger::backfill`]).
+//! ([`Ledger::backfill`]). They say where that board is complete: every
+//! message before them reached it.
+//!
+//! When the live consumers take such a board over (the promotion made
+//! permanent, docs/rebuilds.md), a partition resumes no later than its
+//! backfill positions ([`earlier`]), so the messages between where the
+//! backfill stopped and where the live consumers are reach it too; and the
+//! live consumers keep writing their positions to the board's backfill
+//! positions as well, since they too then bring it every message. That
+//! holds through a rolling restart, while instances with the old
+//! configuration still run the backfill (its writes and theirs both say
+//! where the board is complete) and their live consumers still leave the
+//! board out (they write no backfill positions); and the backfill
+//! positions never fall behind once the backfill is gone, so a rebalance
+//! never re-reads more than a batch or two.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::board::keys;
 
 use super::store::{Scripts, Store, StoreError};
+
+/// A partition: topic and number.
+type Part = (Arc<str>, i32);
+
+/// Positions by partition: the next offset to read.
+type Found = HashMap<Part, i64>;
 
 /// Where one consumer loop records its positions.
 #[derive(Debug, Clone)]
@@ -27,14 +48,35 @@ pub(crate) struct Ledger {
     /// Read for the partitions `key` has no position of: a shadow that
     /// follows live events only starts where the live consumers are.
     otherwise: Option<String>,
+    /// The live consumers': the boards they apply, each with its backfill
+    /// positions' key, and whether that key was found holding positions (a
+    /// board taken over from its backfill), so that saves go to it too.
+    handovers: Arc<[Handover]>,
+}
+
+/// A board the live consumers apply, which may have been a shadow.
+#[derive(Debug)]
+struct Handover {
+    /// The name in its keys.
+    board: String,
+    key: String,
+    taken: AtomicBool,
 }
 
 impl Ledger {
-    /// The live consumers' positions.
-    pub(crate) fn live(prefix: &str) -> Ledger {
+    /// The live consumers' positions, for applying `boards` (the names in
+    /// their keys).
+    pub(crate) fn live<'a>(prefix: &str, boards: impl Iterator<Item = &'a str>) -> Ledger {
         Ledger {
             key: keys::positions_key(prefix),
             otherwise: None,
+            handovers: boards
+                .map(|b| Handover {
+                    board: b.to_string(),
+                    key: keys::backfill_positions_key(prefix, b),
+                    taken: AtomicBool::new(false),
+                })
+                .collect(),
         }
     }
 
@@ -45,25 +87,37 @@ impl Ledger {
         Ledger {
             key: keys::backfill_positions_key(prefix, board),
             otherwise: (!replays).then(|| keys::positions_key(prefix)),
+            handovers: Arc::new([]),
         }
     }
 
-    /// Records an acknowledged batch's positions ([`save`]).
+    /// Records an acknowledged batch's positions ([`save`]), in the
+    /// backfill positions of the boards taken over too, in one round trip.
     pub(crate) async fn save<'a>(
         &self,
         store: &Store,
         scripts: &Scripts,
         next_offsets: impl Iterator<Item = (&'a Arc<str>, i32, i64)>,
     ) -> Result<(), StoreError> {
-        save(store, &self.key, scripts, next_offsets).await
+        let fields: Vec<(String, i64)> = next_offsets
+            .map(|(topic, partition, next)| (keys::partition_field(topic, partition), next))
+            .collect();
+        let taken = self
+            .handovers
+            .iter()
+            .filter(|h| h.taken.load(Ordering::Relaxed));
+        let keys: Vec<&str> = std::iter::once(self.key.as_str())
+            .chain(taken.map(|h| h.key.as_str()))
+            .collect();
+        save(store, &keys, scripts, &fields).await
     }
 
     /// The recorded positions of `partitions` ([`load`]).
     pub(crate) async fn load(
         &self,
         store: &Store,
-        partitions: &[(Arc<str>, i32)],
-    ) -> Result<HashMap<(Arc<str>, i32), i64>, StoreError> {
+        partitions: &[Part],
+    ) -> Result<Found, StoreError> {
         let mut found = load(store, &self.key, partitions).await?;
         if let Some(otherwise) = &self.otherwise {
             let missing: Vec<_> = partitions
@@ -73,35 +127,84 @@ impl Ledger {
                 .collect();
             found.extend(load(store, otherwise, &missing).await?);
         }
+        self.hand_over(store, &mut found).await?;
         Ok(found)
+    }
+
+    /// Moves `found`'s positions back to where a taken-over board is
+    /// complete, where that is earlier ([`earlier`]), and marks the boards
+    /// that have backfill positions as taken over.
+    async fn hand_over(&self, store: &Store, found: &mut Found) -> Result<(), StoreError> {
+        if found.is_empty() {
+            return Ok(());
+        }
+        let parts: Vec<_> = found.keys().cloned().collect();
+        for h in self.handovers.iter() {
+            let complete = load(store, &h.key, &parts).await?;
+            if !complete.is_empty() && !h.taken.swap(true, Ordering::Relaxed) {
+                tracing::info!(board = %h.board, "The live consumers take over a board that was a shadow: they resume each partition no later than where it is complete, and record their positions as its backfill positions too.");
+            }
+            for ((topic, partition), (live, backfill)) in earlier(found, &complete) {
+                tracing::info!(
+                    board = %h.board,
+                    topic = %topic,
+                    partition,
+                    live_position = live,
+                    backfill_position = backfill,
+                    "A partition resumes where a board the live consumers took over is complete, before their own position: the messages in between reach that board, and every other board's fences skip them."
+                );
+            }
+        }
+        Ok(())
     }
 }
 
-/// Records the positions of an acknowledged batch, unless Redis lost state
-/// since the batch was sent with `scripts`: positions
-/// must never claim a batch that a restarted Redis no longer has. The write
-/// is a script call for the same reason (a restarted Redis answers
-/// NOSCRIPT).
-async fn save<'a>(
-    store: &Store,
-    key: &str,
-    scripts: &Scripts,
-    next_offsets: impl Iterator<Item = (&'a Arc<str>, i32, i64)>,
-) -> Result<(), StoreError> {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(&scripts.positions).arg(1).arg(key);
-    let mut any = false;
-    for (topic, partition, next) in next_offsets {
-        cmd.arg(keys::partition_field(topic, partition)).arg(next);
-        any = true;
+/// Lowers each position of `found` to `stopped`'s for the same partition
+/// where that is earlier; returns those lowered, with (was, now). A
+/// partition `found` has no position of keeps none: the live consumers
+/// never applied it, and resuming at a board's backfill position would
+/// skip what is before it for every other board.
+fn earlier(found: &mut Found, stopped: &Found) -> Vec<(Part, (i64, i64))> {
+    let mut lowered = Vec::new();
+    for (part, at) in found.iter_mut() {
+        if let Some(&theirs) = stopped.get(part)
+            && theirs < *at
+        {
+            lowered.push((part.clone(), (*at, theirs)));
+            *at = theirs;
+        }
     }
-    if !any || store.epoch() != scripts.epoch {
+    lowered.sort();
+    lowered
+}
+
+/// Records the positions of an acknowledged batch in each of `keys`,
+/// pipelined, unless Redis lost state since the batch was sent with
+/// `scripts`: positions must never claim a batch that a restarted Redis no
+/// longer has. Each write is a script call for the same reason (a
+/// restarted Redis answers NOSCRIPT).
+async fn save(
+    store: &Store,
+    keys: &[&str],
+    scripts: &Scripts,
+    fields: &[(String, i64)],
+) -> Result<(), StoreError> {
+    if fields.is_empty() || store.epoch() != scripts.epoch {
         return Ok(());
     }
-    let replies = store
-        .pipeline(std::slice::from_ref(&cmd), scripts.epoch)
-        .await?;
-    match replies.first().and_then(super::store::server_error) {
+    let cmds: Vec<redis::Cmd> = keys
+        .iter()
+        .map(|key| {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(&scripts.positions).arg(1).arg(*key);
+            for (field, next) in fields {
+                cmd.arg(field).arg(*next);
+            }
+            cmd
+        })
+        .collect();
+    let replies = store.pipeline(&cmds, scripts.epoch).await?;
+    match replies.iter().find_map(super::store::server_error) {
         Some(e) => Err(e),
         None => Ok(()),
     }
@@ -111,8 +214,8 @@ async fn save<'a>(
 pub(crate) async fn load(
     store: &Store,
     key: &str,
-    partitions: &[(Arc<str>, i32)],
-) -> Result<HashMap<(Arc<str>, i32), i64>, StoreError> {
+    partitions: &[Part],
+) -> Result<Found, StoreError> {
     if partitions.is_empty() {
         return Ok(HashMap::new());
     }
@@ -128,4 +231,32 @@ pub(crate) async fn load(
         .zip(values)
         .filter_map(|(tp, v)| v.map(|v| (tp, v)))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(parts: &[(&str, i32, i64)]) -> Found {
+        parts
+            .iter()
+            .map(|(t, p, o)| ((Arc::from(*t), *p), *o))
+            .collect()
+    }
+
+    /// A hand-made table: the live position, the backfill's, and where the
+    /// partition must resume.
+    #[test]
+    fn a_partition_resumes_no_later_than_the_backfill_stopped() {
+        let mut found = at(&[("e", 0, 100), ("e", 1, 50), ("e", 2, 70), ("f", 0, 9)]);
+        let stopped = at(&[("e", 0, 80), ("e", 1, 60), ("e", 3, 5), ("f", 0, 9)]);
+        let lowered = earlier(&mut found, &stopped);
+        // e/0 goes back to 80; e/1 (backfill ahead) and f/0 (equal) stay;
+        // e/2 has no backfill position; e/3 was never applied live.
+        assert_eq!(
+            found,
+            at(&[("e", 0, 80), ("e", 1, 50), ("e", 2, 70), ("f", 0, 9)])
+        );
+        assert_eq!(lowered, vec![((Arc::from("e"), 0), (100, 80))]);
+    }
 }
