@@ -1203,3 +1203,201 @@ async fn promoting_a_scoped_shadow_switches_unions_of_scopes_and_around() {
         unions[1].len()
     );
 }
+
+/// [`unchecked_boards`] after the promotion of `star_coins_v2` was made
+/// permanent (docs/rebuilds.md): `star_coins` has the shadow's rules and
+/// takes over its keys, and the shadow is gone.
+fn permanent_boards(backfill_from: i64) -> String {
+    let shadow = format!(
+        "name = \"star_coins_v2\"\nshadow_of = \"star_coins\"\nbackfill_from = \"{}\"\n",
+        rfc3339(backfill_from)
+    );
+    let v2 = star_coins_v2(&rfc3339(backfill_from));
+    assert!(v2.contains(&shadow), "{v2}");
+    v2.replace(
+        &shadow,
+        "name = \"star_coins\"\nstored_as = \"star_coins_v2\"\n",
+    )
+}
+
+/// Per partition, how far the live consumers' positions are ahead of
+/// `star_coins_v2`'s backfill positions: messages the shadow would miss if
+/// the live consumers took it over where they are.
+async fn ahead_of_backfill(redis: &Redis, setup: &Setup) -> BTreeMap<String, i64> {
+    let read = |key: String| async move {
+        redis::cmd("HGETALL")
+            .arg(key)
+            .query_async::<BTreeMap<String, i64>>(&mut redis.conn().await)
+            .await
+            .unwrap_or_default()
+    };
+    let live = read(format!("{}:positions", setup.prefix)).await;
+    let backfill = read(format!("{}:positions~backfill:star_coins_v2", setup.prefix)).await;
+    live.into_iter()
+        .filter_map(|(p, at)| {
+            let gap = at - backfill.get(&p).copied().unwrap_or(at);
+            (gap > 0).then_some((p, gap))
+        })
+        .collect()
+}
+
+/// Making a promotion permanent needs no second backfill: `star_coins`
+/// takes the shadow's rules and, with `stored_as`, its keys. A rolling
+/// restart runs an old and a new instance side by side while events
+/// arrive; the new one stops, and the old one, then alone, is killed at a
+/// moment when its backfill positions are behind its live positions, so
+/// the messages in between reach the board only if the next new instance
+/// resumes there. The board must equal the model of the new rules since
+/// `backfill_from`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn making_a_promotion_permanent_takes_over_the_shadows_keys_without_a_second_backfill() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let (base, from) = hour_ago();
+    let mut setup = Setup::new(&broker, &redis, &unchecked_boards(from));
+    setup.extra = format!("[admin]\ntokens = {{ ops = \"{TOKEN}\" }}\n");
+    setup.batch = (300, 10);
+    broker.create_topic(&setup.topic, 4).await;
+    let (messages, _) = mixed_events(110_000, 38, 4, base);
+    let (history, rest) = messages.split_at(10_000);
+    // Later events all fall after backfill_from: the permanent board has
+    // no backfill_from, and counts older ones as any board does.
+    let live = gifts_after(rest, from);
+    let none = HashSet::new();
+    let all: Vec<_> = history.iter().chain(&live).cloned().collect();
+    let want = coins(gifts(&all, from, &none), "star_coins_v2", true);
+
+    send_all(&broker.producer(), &setup.topic, history).await;
+    let mut old = Process::start(&setup);
+    let n = history.len() as i64;
+    wait_for(
+        Duration::from_secs(90),
+        "the history applied and backfilled",
+        || async {
+            let backfilled = replayed(&redis, &setup, "star_coins_v2").await;
+            let done = backfill_of(&old, "star_coins_v2").await["state"] == "done";
+            (done && backfilled >= n && redis.positions_sum(&setup.prefix).await >= n).then_some(())
+        },
+    )
+    .await;
+    promoted(&old, "star_coins", "star_coins_v2").await;
+
+    // The rolling restart: a new instance runs beside the old one while
+    // events arrive, then stops.
+    let feeder = feed(
+        &broker,
+        &setup.topic,
+        live.clone(),
+        200,
+        Duration::from_millis(100),
+    );
+    setup.boards = permanent_boards(from);
+    let mut fleet = vec![Process::start(&setup)];
+    wait_for(
+        Duration::from_secs(30),
+        "the new instance taking over",
+        || async {
+            fleet[0]
+                .log()
+                .contains("The live consumers take over a board that was a shadow")
+                .then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    fleet[0].sigterm();
+    println!("the new instance ran beside the old one, then stopped");
+    // The old instance, alone again, dies with its backfill behind.
+    let read_positions = || async {
+        let key = format!("{}:positions", setup.prefix);
+        redis::cmd("HGETALL")
+            .arg(key)
+            .query_async::<BTreeMap<String, i64>>(&mut redis.conn().await)
+            .await
+            .unwrap_or_default()
+    };
+    let at_stop = read_positions().await;
+    wait_for(
+        Duration::from_secs(30),
+        "the old instance holding every partition",
+        || async {
+            let now = read_positions().await;
+            (now.len() == 4
+                && now
+                    .iter()
+                    .all(|(p, at)| at_stop.get(p).is_none_or(|s| at > s)))
+            .then_some(())
+        },
+    )
+    .await;
+    let gap = wait_for(Duration::from_secs(20), "the backfill behind", || async {
+        let ahead = ahead_of_backfill(&redis, &setup).await;
+        (!ahead.is_empty()).then_some(ahead)
+    })
+    .await;
+    old.kill9();
+    println!(
+        "injected: kill -9 of the old instance, its live positions ahead of its backfill's by {gap:?}"
+    );
+    fleet.push(Process::start(&setup));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    fleet.push(Process::start(&setup));
+    feeder.await.expect("feeder");
+
+    let show = || logs(&fleet);
+    wait_boards_or_show(&redis, &setup, &want, Duration::from_secs(120), show).await;
+    let top = list_of(&fleet[2], "/v1/boards/star_coins/all/top?limit=1000").await;
+    assert_eq!(top, in_rank_order(&want["star_coins_v2/all"]));
+    let (_, listing) = get_json(&fleet[2].url("/v1/boards")).await;
+    let info = &listing["boards"][0];
+    assert_eq!(
+        (
+            info["name"].as_str(),
+            info["key_pattern"].as_str(),
+            info.get("served_by"),
+            listing["boards"].as_array().map(Vec::len)
+        ),
+        (
+            Some("star_coins"),
+            Some(format!("{}:{{star_coins_v2}}:<view>", setup.prefix).as_str()),
+            None,
+            Some(1)
+        ),
+        "{listing}"
+    );
+    let log = logs(&fleet);
+    let resumed = log
+        .matches("A partition resumes where a board the live consumers took over is complete")
+        .count();
+    assert!(resumed >= 1, "{log}");
+    assert!(!log.contains("Backfilling"), "no second backfill: {log}");
+    // The live consumers keep the backfill positions level with theirs.
+    wait_for(
+        Duration::from_secs(30),
+        "backfill positions kept level",
+        || async {
+            ahead_of_backfill(&redis, &setup)
+                .await
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+    println!(
+        "verified: star_coins, stored as star_coins_v2, equals the model of the new rules since backfill_from ({} members in all) through a rolling restart whose old instance died {} messages behind in its backfill; {resumed} partition resumptions went back to the backfill positions, none replayed the history; the backfill positions then stayed level",
+        want["star_coins_v2/all"].len(),
+        gap.values().sum::<i64>()
+    );
+}
+
+/// The messages of `messages` whose event is at or after `from`.
+fn gifts_after(messages: &[(i32, Vec<u8>)], from: i64) -> Vec<(i32, Vec<u8>)> {
+    messages
+        .iter()
+        .filter(|(_, bytes)| {
+            let e: serde_json::Value = serde_json::from_slice(bytes).expect("json");
+            e["ts"].as_i64().expect("ts") >= from
+        })
+        .cloned()
+        .collect()
+}
