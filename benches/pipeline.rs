@@ -1,32 +1,46 @@
-//! End-to-end throughput (issue 14 point 4): 1,000,000 gift events (100,000
+//! End-to-end throughput (issue 32 point 1): 1,000,000 gift events (100,000
 //! senders, 1,000 receivers, Zipf) in an 8-partition topic, consumed in the
-//! same run against the same servers
-//! - **plain**: into the example config's period boards (`star_coins`
-//!   day/week/month/all, `star_flowers` week, `star_fans` day per receiver),
-//!   default batch settings;
-//! - **windows**: the issue's window workload: `3h/1m` windows on two boards
-//!   (`star_coins`, and `star_fans` which is also a tie-break board, as in
-//!   the example config) and a `7d/1d` rolling board (`star_flowers`);
-//! - **baseline**: the plain boards with `batch.max_events = 1`, one round
-//!   trip per event (the naive consumer), which both workloads are compared
-//!   with.
+//! same run against the same servers by
+//! - **the seed-style consumer**, the baseline every row is compared with:
+//!   what a user would otherwise run, built here (`support::consume_seed`):
+//!   an rdkafka `StreamConsumer` in its own group that decodes each event
+//!   and sends one pipelined round trip of `ZINCRBY`s per event, one per
+//!   board key the plain workload touches (no Lua, no fences, no dedup);
+//! - **rankflow**, each workload at each batch setting (by default the
+//!   defaults, and `max_events = 2000, max_delay_ms = 20`, where a live
+//!   fleet runs most of the time):
+//!   - **plain**: the example config's period boards (`star_coins`
+//!     day/week/month/all, `star_flowers` week, `star_fans` day per
+//!     receiver);
+//!   - **windows**: the same with `3h/1m` windows on two boards
+//!     (`star_coins`, and `star_fans` which is also a tie-break board, as in
+//!     the example config) and a `7d/1d` rolling board (`star_flowers`);
+//! - **rankflow with `max_events = 1`** (one round trip per event through
+//!   the scripts), a second figure only, when `BENCH_NAIVE_EVENTS` > 0.
 //!
-//! Prints for each workload events/s, the ratio to the baseline, per event
-//! the CPU time of rankflow (`/proc`) and of Redis (`INFO cpu`) and the
-//! commands Redis ran (`INFO commandstats`), next to the issue's targets;
-//! then where Redis's time went: per command (`INFO commandstats` usec) and
-//! per script call (`SLOWLOG` with a threshold of 0 during the batched runs,
-//! only with `BENCH_SLOWLOG=1`: Redis 7 then logs every command scripts call
-//! too, which costs it CPU).
+//! Prints for each row events/s, the ratio to the seed-style consumer (and
+//! to `max_events = 1` when measured), per event the CPU time of rankflow or
+//! of the seed-style consumer (this process, `/proc`) and of Redis (`INFO
+//! cpu`) and the commands Redis ran (`INFO commandstats`), next to issue
+//! 32's targets (plain ≥ 40×, windows ≥ 25× at the defaults; ≥ 30× and ≥ 12×
+//! at 2,000-event batches); then where Redis's time went in each rankflow
+//! row: per command (`INFO commandstats` usec) and per script call
+//! (`SLOWLOG` with a threshold of 0, only with `BENCH_SLOWLOG=1`: Redis 7
+//! then logs every command scripts call too, which costs it CPU).
 //!
 //! Run with `scripts/bench.sh` (or `cargo bench --bench pipeline`). Knobs:
-//! `BENCH_EVENTS` and `BENCH_NAIVE_EVENTS` shrink the loads (a naive count of
-//! 0 skips the baseline), `BENCH_WORKLOADS` picks workloads (`plain,windows`; `plain-nodense` and
-//! `windows-nodense` are the same with `dense_ranks = false` on every board;
-//! `ties` is `windows` without its windows, `windows-notie` without its tie-break),
-//! `BENCH_MAX_EVENTS` changes the batch size. `scripts/profile.sh` sets
-//! `BENCH_PERF_CTL` to a `perf record --control` FIFO: sampling is enabled
-//! only while a batched workload is consumed, not while events are produced.
+//! `BENCH_EVENTS` shrinks the load; `BENCH_SEED_EVENTS` sets the seed-style
+//! consumer's (default: `BENCH_NAIVE_EVENTS` if > 0, else `BENCH_EVENTS`; 0
+//! skips it); `BENCH_NAIVE_EVENTS` runs `max_events = 1` over that many
+//! events (default 0: skipped, it is slow); `BENCH_WORKLOADS` picks
+//! workloads (`plain,windows`; `plain-nodense` and `windows-nodense` are the
+//! same with `dense_ranks = false` on every board; `ties` is `windows`
+//! without its windows, `windows-notie` without its tie-break);
+//! `BENCH_BATCHES` picks batch settings (`default,2000/20`: `default` or
+//! `<max_events>/<max_delay_ms>`); `BENCH_MAX_EVENTS` changes the default
+//! setting's batch size. `scripts/profile.sh` sets `BENCH_PERF_CTL` to a
+//! `perf record --control` FIFO: sampling is enabled only while a rankflow
+//! row is consumed, not while events are produced or a baseline runs.
 
 #[path = "../tests/it/common/mod.rs"]
 mod common;
@@ -68,18 +82,34 @@ windows = ["3h/1m"]
 tie_break = "earliest"
 "#;
 
-/// The issue's targets, printed beside the figures.
-const TARGET_PLAIN_RATIO: f64 = 40.0;
-const TARGET_WINDOWS_RATIO: f64 = 25.0;
-const TARGET_PLAIN_RANKFLOW_US: f64 = 1.5;
-const TARGET_WINDOWS_REDIS_US: f64 = 3.0;
+/// A batch setting: `max_events`, `max_delay_ms`.
+type Batch = (usize, u64);
 
-/// One batched workload's measurements.
+/// The 2,000-event setting issue 32 measures beside the defaults.
+const SMALL_BATCH: Batch = (2000, 20);
+
+/// Issue 32's targets, the ratio to the seed-style consumer: (plain,
+/// windows) at the default batch settings and at [`SMALL_BATCH`].
+const TARGETS_DEFAULT: (f64, f64) = (40.0, 25.0);
+const TARGETS_SMALL: (f64, f64) = (30.0, 12.0);
+
+/// One rankflow row's measurements.
 struct Measured {
     name: &'static str,
+    /// `defaults` or `<max_events>/<max_delay_ms>`.
+    batch: String,
+    /// Issue 32's target ratio for this workload and batch, if it has one.
+    target: Option<f64>,
     run: Run,
     commands: CommandStats,
     scripts: BTreeMap<String, ScriptTime>,
+}
+
+/// The baselines of the run: the seed-style consumer, and rankflow with
+/// `max_events = 1`, each over its own event count (none if skipped).
+struct Baselines {
+    seed: Option<(u64, Run)>,
+    naive: Option<(u64, Run)>,
 }
 
 /// Tells `perf record --control` (if the profile script started us under
@@ -105,20 +135,15 @@ async fn produce(broker: &Broker, topic: &str, events: u64) {
     );
 }
 
-/// Consumes the topic into `boards` with the batched settings, recording
-/// Redis's per-command and per-script time over the run.
+/// Consumes the topic into `boards` with the batch settings `batch`,
+/// recording Redis's per-command and per-script time over the run.
 async fn measure(
     setup: (&Broker, &Redis, &str),
-    name: &'static str,
     boards: &str,
     events: u64,
-    batch: (usize, u64),
-) -> Measured {
+    batch: Batch,
+) -> (Run, CommandStats, BTreeMap<String, ScriptTime>) {
     let (broker, redis, topic) = setup;
-    eprintln!(
-        "{name}: max_events = {}, max_delay_ms = {}",
-        batch.0, batch.1
-    );
     // SLOWLOG at threshold 0 also logs every command a script calls, which
     // costs Redis CPU and memory: only on request, never in measured runs.
     let slowlog = env_u64("BENCH_SLOWLOG", 0) == 1;
@@ -135,36 +160,15 @@ async fn measure(
         BTreeMap::new()
     };
     let after = support::command_stats(redis).await;
-    Measured {
-        name,
-        run,
-        commands: support::command_delta(&before, &after),
-        scripts,
-    }
+    (run, support::command_delta(&before, &after), scripts)
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let events = env_u64("BENCH_EVENTS", 1_000_000);
-    let naive_events = env_u64("BENCH_NAIVE_EVENTS", events).min(events);
-    let workloads = std::env::var("BENCH_WORKLOADS").unwrap_or_else(|_| "plain,windows".into());
-    let broker = Broker::start();
-    let redis = Redis::start();
-    eprintln!(
-        "bench pid {}, redis pid {}",
-        std::process::id(),
-        redis_pid(&redis).await
-    );
-    let topic = unique("bench");
-    broker.create_topic(&topic, 8).await;
-    produce(&broker, &topic, events).await;
-
-    let defaults = rankflow::config::BatchConfig::default();
-    let max_events = env_u64("BENCH_MAX_EVENTS", defaults.max_events.get() as u64) as usize;
-    let batch = (max_events, defaults.max_delay_ms.get());
-    let mut measured = Vec::new();
-    // The `-nodense` variants (asked for by name only) set `dense_ranks =
-    // false` on every board: what the dense-rank index costs each workload.
+/// The workloads `BENCH_WORKLOADS` names (default `plain,windows`), with
+/// their boards.
+fn workloads() -> Vec<(&'static str, String)> {
+    let chosen = std::env::var("BENCH_WORKLOADS").unwrap_or_else(|_| "plain,windows".into());
+    // The `-nodense` variants set `dense_ranks = false` on every board:
+    // what the dense-rank index costs each workload.
     let nodense = |boards: &str| boards.replace("[[board]]\n", "[[board]]\ndense_ranks = false\n");
     // `ties` is the window workload without its windows (the plain boards
     // with `star_fans`'s tie-break), `windows-notie` without the tie-break:
@@ -185,19 +189,135 @@ async fn main() {
         ("ties", without(WINDOWS, "windows = ")),
         ("windows-notie", without(WINDOWS, "tie_break = ")),
     ];
-    for (name, boards) in &all {
-        if workloads.split(',').any(|w| w.trim() == *name) {
+    all.into_iter()
+        .filter(|(name, _)| chosen.split(',').any(|w| w.trim() == *name))
+        .collect()
+}
+
+/// The batch settings `BENCH_BATCHES` names (default `default,2000/20`),
+/// each with its label; `default` is rankflow's default setting, with
+/// `BENCH_MAX_EVENTS` as its size if set.
+fn batches() -> Vec<(String, Batch)> {
+    let defaults = rankflow::config::BatchConfig::default();
+    let max_events = env_u64("BENCH_MAX_EVENTS", defaults.max_events.get() as u64) as usize;
+    let default = (max_events, defaults.max_delay_ms.get());
+    let chosen = std::env::var("BENCH_BATCHES").unwrap_or_else(|_| "default,2000/20".into());
+    let parse = |spec: &str| -> Batch {
+        let (n, ms) = spec
+            .split_once('/')
+            .expect("BENCH_BATCHES: `default` or <max_events>/<max_delay_ms>");
+        let n = n.trim().parse().expect("BENCH_BATCHES: max_events");
+        (n, ms.trim().parse().expect("BENCH_BATCHES: max_delay_ms"))
+    };
+    chosen
+        .split(',')
+        .map(str::trim)
+        .filter(|spec| !spec.is_empty())
+        .map(|spec| {
+            if spec == "default" {
+                default
+            } else {
+                parse(spec)
+            }
+        })
+        .map(|b| (batch_label(b), b))
+        .collect()
+}
+
+/// `defaults` for rankflow's true default setting, else `<n>/<ms>`.
+fn batch_label(batch: Batch) -> String {
+    let d = rankflow::config::BatchConfig::default();
+    if batch == (d.max_events.get(), d.max_delay_ms.get()) {
+        "defaults".to_string()
+    } else {
+        format!("{}/{}", batch.0, batch.1)
+    }
+}
+
+/// Issue 32's target for a workload at a batch setting: `plain*` rows take
+/// the plain target, `windows*` rows the windows one; other workloads and
+/// settings have none.
+fn target(workload: &str, batch: Batch) -> Option<f64> {
+    let targets = match batch_label(batch).as_str() {
+        "defaults" => TARGETS_DEFAULT,
+        _ if batch == SMALL_BATCH => TARGETS_SMALL,
+        _ => return None,
+    };
+    match workload {
+        w if w.starts_with("plain") => Some(targets.0),
+        w if w.starts_with("windows") => Some(targets.1),
+        _ => None,
+    }
+}
+
+/// Runs the baselines over their own counts: the seed-style consumer
+/// (`BENCH_SEED_EVENTS`, default `BENCH_NAIVE_EVENTS` if > 0, else all the
+/// events) and rankflow with `max_events = 1` (`BENCH_NAIVE_EVENTS`,
+/// default 0: skipped).
+async fn baselines(broker: &Broker, redis: &Redis, topic: &str, events: u64) -> Baselines {
+    let naive_events = env_u64("BENCH_NAIVE_EVENTS", 0).min(events);
+    let seed_default = if naive_events > 0 {
+        naive_events
+    } else {
+        events
+    };
+    let seed_events = env_u64("BENCH_SEED_EVENTS", seed_default).min(events);
+    let mut b = Baselines {
+        seed: None,
+        naive: None,
+    };
+    if seed_events > 0 {
+        eprintln!(
+            "seed-style consumer: one pipelined ZINCRBY round trip per event, {seed_events} events (plain boards)"
+        );
+        let run = support::consume_seed(broker, redis, topic, seed_events).await;
+        b.seed = Some((seed_events, run));
+    }
+    if naive_events > 0 {
+        eprintln!("rankflow max_events = 1 over the first {naive_events} events (plain boards)");
+        let delay = rankflow::config::BatchConfig::default().max_delay_ms.get();
+        let run = consume(broker, redis, topic, PLAIN, naive_events, (1, delay)).await;
+        b.naive = Some((naive_events, run));
+    }
+    b
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let events = env_u64("BENCH_EVENTS", 1_000_000);
+    let broker = Broker::start();
+    let redis = Redis::start();
+    eprintln!(
+        "bench pid {}, redis pid {}",
+        std::process::id(),
+        redis_pid(&redis).await
+    );
+    let topic = unique("bench");
+    broker.create_topic(&topic, 8).await;
+    produce(&broker, &topic, events).await;
+
+    // The baselines first: the ratio is known as each row finishes.
+    let base = baselines(&broker, &redis, &topic, events).await;
+    let mut measured = Vec::new();
+    for (name, boards) in workloads() {
+        for (label, batch) in batches() {
+            eprintln!(
+                "{name}: max_events = {}, max_delay_ms = {}",
+                batch.0, batch.1
+            );
             let servers = (&broker, &redis, topic.as_str());
-            measured.push(measure(servers, name, boards, events, batch).await);
+            let (run, commands, scripts) = measure(servers, &boards, events, batch).await;
+            measured.push(Measured {
+                name,
+                batch: label,
+                target: target(name, batch),
+                run,
+                commands,
+                scripts,
+            });
         }
     }
-    let naive = if naive_events > 0 {
-        eprintln!("baseline: max_events = 1 over the first {naive_events} events (plain boards)");
-        Some(consume(&broker, &redis, &topic, PLAIN, naive_events, (1, batch.1)).await)
-    } else {
-        None
-    };
-    print_summary(events, naive_events, batch, &measured, naive.as_ref());
+    print_summary(events, &measured, &base);
     for m in &measured {
         print_split(m);
     }
@@ -218,17 +338,25 @@ async fn redis_pid(redis: &Redis) -> String {
         .to_string()
 }
 
-fn print_summary(
-    events: u64,
-    naive_events: u64,
-    batch: (usize, u64),
-    measured: &[Measured],
-    naive: Option<&Run>,
-) {
+/// `rate / base` as `12.3x`, or `-` without a base.
+fn ratio(rate: f64, base: Option<f64>) -> String {
+    base.map_or("-".to_string(), |b| format!("{:.1}x", rate / b.max(1e-9)))
+}
+
+/// One line of the summary table.
+fn print_row(name: &str, batch: &str, run: &Run, vs: (String, String, String)) {
+    let (seed, target, naive) = vs;
     println!(
-        "pipeline benchmark ({events} gift events, 8 partitions; batch {} events / {} ms)",
-        batch.0, batch.1
+        "  {name:<16} {batch:<12} {:>9.0} {seed:>8} {target:>12} {naive:>9} {:>11.2} {:>11.2} {:>9.1}",
+        run.events_per_s,
+        run.rankflow_us(),
+        run.redis_us(),
+        run.commands_per_event()
     );
+}
+
+fn print_summary(events: u64, measured: &[Measured], base: &Baselines) {
+    println!("pipeline benchmark ({events} gift events, 8 partitions; issue 32 targets)");
     println!(
         "  plain:   star_coins day/week/month/all, star_flowers week, star_fans day per receiver"
     );
@@ -236,60 +364,63 @@ fn print_summary(
         "  windows: the same + 3h/1m on star_coins and star_fans (tie-break earliest), 7d/1d on star_flowers"
     );
     println!(
-        "  {:<28} {:>10} {:>16} {:>15} {:>13} {:>14}",
-        "workload", "events/s", "x baseline", "rankflow µs/ev", "Redis µs/ev", "Redis cmds/ev"
+        "  seed:    rdkafka consumer, one pipelined round trip of ZINCRBY per plain board key per event"
     );
-    let rate = naive.map(|n| n.events_per_s);
+    println!(
+        "  {:<16} {:<12} {:>9} {:>8} {:>12} {:>9} {:>11} {:>11} {:>9}",
+        "row",
+        "batch",
+        "events/s",
+        "x seed",
+        "target",
+        "x batch=1",
+        "CPU µs/ev",
+        "Redis µs/ev",
+        "cmds/ev"
+    );
+    let seed_rate = base.seed.as_ref().map(|(_, r)| r.events_per_s);
+    let naive_rate = base.naive.as_ref().map(|(_, r)| r.events_per_s);
     for m in measured {
-        let r = &m.run;
-        let (ratio_target, rankflow_target, redis_target) = match m.name {
-            n if n.starts_with("plain") => (
-                TARGET_PLAIN_RATIO,
-                format!("<= {TARGET_PLAIN_RANKFLOW_US}"),
-                String::new(),
-            ),
-            _ => (
-                TARGET_WINDOWS_RATIO,
-                String::new(),
-                format!("<= {TARGET_WINDOWS_REDIS_US}"),
-            ),
+        let rate = m.run.events_per_s;
+        let target = match (m.target, seed_rate) {
+            (Some(t), Some(s)) if rate / s.max(1e-9) >= t => format!(">= {t}x ok"),
+            (Some(t), Some(_)) => format!(">= {t}x MISS"),
+            (Some(t), None) => format!(">= {t}x"),
+            (None, _) => String::new(),
         };
-        let ratio = rate.map_or("-".to_string(), |n| {
-            format!("{:.1}x", r.events_per_s / n.max(1e-9))
-        });
-        println!(
-            "  {:<28} {:>10.0} {:>16} {:>15.2} {:>13.2} {:>14.1}",
-            m.name,
-            r.events_per_s,
-            ratio,
-            r.rankflow_us(),
-            r.redis_us(),
-            r.commands_per_event()
-        );
-        println!(
-            "  {:<28} {:>10} {:>16} {:>15} {:>13} {:>14}",
-            "  issue 14 target",
-            "",
-            format!(">= {ratio_target}x"),
-            rankflow_target,
-            redis_target,
-            ""
-        );
+        let vs = (ratio(rate, seed_rate), target, ratio(rate, naive_rate));
+        print_row(m.name, &m.batch, &m.run, vs);
     }
-    if let Some(n) = naive {
-        println!(
-            "  {:<28} {:>10.0} {:>16} {:>15.2} {:>13.2} {:>14.1}",
-            "baseline (max_events 1)",
-            n.events_per_s,
-            "1.0x",
-            n.rankflow_us(),
-            n.redis_us(),
-            n.commands_per_event()
+    let mut notes = Vec::new();
+    if let Some((n, run)) = &base.seed {
+        let vs = (
+            "1.0x".into(),
+            String::new(),
+            ratio(run.events_per_s, naive_rate),
         );
-        println!(
-            "  (baseline: plain boards, one round trip per event, first {naive_events} events)"
-        );
+        print_row("seed-style", "1 trip/event", run, vs);
+        notes.push(format!(
+            "seed-style: first {n} events; its CPU is this process's while it alone ran"
+        ));
     }
+    if let Some((n, run)) = &base.naive {
+        let vs = (
+            ratio(run.events_per_s, seed_rate),
+            String::new(),
+            "1.0x".into(),
+        );
+        let delay = rankflow::config::BatchConfig::default().max_delay_ms.get();
+        print_row("plain", &batch_label((1, delay)), run, vs);
+        notes.push(format!(
+            "batch=1: rankflow with max_events = 1 on the plain boards, first {n} events"
+        ));
+    }
+    for note in notes {
+        println!("  ({note})");
+    }
+    println!(
+        "  (CPU µs/ev: rankflow's, or the seed-style consumer's; cmds/ev: Redis commands, script calls included)"
+    );
 }
 
 /// Where Redis's time went in one workload: every command by total time,
@@ -297,8 +428,8 @@ fn print_summary(
 fn print_split(m: &Measured) {
     let events = m.run.events.max(1.0);
     println!(
-        "\n  Redis time split, {} ({} events; INFO commandstats, calls inside scripts counted under their own name and inside evalsha)",
-        m.name, m.run.events
+        "\n  Redis time split, {} at {} ({} events; INFO commandstats, calls inside scripts counted under their own name and inside evalsha)",
+        m.name, m.batch, m.run.events
     );
     println!(
         "    {:<22} {:>12} {:>10} {:>12} {:>12}",

@@ -2,8 +2,9 @@
 # The benchmarks, each printing ratios against a baseline measured in the
 # same run: the rule expression compiler against the cel interpreter, and
 # the whole pipeline (1,000,000 gift events through tansu and Redis), the
-# plain gift boards and issue 14's window workload, with the default batch
-# settings against one round trip per event, with Redis's time per command
+# plain gift boards and issue 14's window workload, at the default batch
+# settings and at 2,000-event batches, against a seed-style consumer (one
+# pipelined round trip of ZINCRBY per event) in the same run, with Redis's time per command
 # (scripts/profile.sh records the same workloads under perf); and the memory of
 # a full 3h/1m window against a day board of the same members; a composite
 # board's cost per event next to plain and tie-break boards; and archiving a
@@ -13,7 +14,9 @@
 # board as a 7d/1d window (write cost per event); and 2,000 live-view (SSE)
 # clients on one rankflow: Redis commands/s against one client per view,
 # memory per client, and the delay from a change to its push.
-# BENCH_EVENTS / BENCH_NAIVE_EVENTS shrink the pipeline load for a quick look
+# BENCH_EVENTS / BENCH_SEED_EVENTS shrink the pipeline load for a quick look
+# (BENCH_NAIVE_EVENTS adds rankflow with max_events = 1 as a second figure;
+# BENCH_BATCHES picks the batch settings, default and 2000/20)
 # (BENCH_WORKLOADS=plain or windows runs one);
 # BENCH_UNION_MEMBERS / BENCH_UNION_READS / BENCH_UNION_EVENTS the union one;
 # BENCH_STREAM_CLIENTS / BENCH_STREAM_CHANGES the live-view one;

@@ -159,7 +159,7 @@ for w in $workloads; do
   rm -f "$ctl"
   mkfifo "$ctl"
   echo "profile: $w workload, $events events, perf record -g at $freq Hz..." >&2
-  BENCH_WORKLOADS=$w BENCH_NAIVE_EVENTS=0 BENCH_EVENTS=$events BENCH_PERF_CTL=$ctl \
+  BENCH_WORKLOADS=$w BENCH_NAIVE_EVENTS=0 BENCH_SEED_EVENTS=0 BENCH_EVENTS=$events BENCH_PERF_CTL=$ctl \
     perf record -F "$freq" -g --control "fifo:$ctl" -D -1 -o "$data" -- "$bin" \
     >"$out/bench-$w.txt" 2>"$out/bench-$w.log"
   rm -f "$ctl"
@@ -190,6 +190,6 @@ done
 
 echo "=== Redis per command and per script call (no perf, BENCH_SLOWLOG=1, $((events / 5)) events each) ===" |
   tee "$out/redis-split.txt"
-BENCH_SLOWLOG=1 BENCH_NAIVE_EVENTS=0 BENCH_EVENTS=$((events / 5)) "$bin" 2>"$out/bench-slowlog.log" |
+BENCH_SLOWLOG=1 BENCH_NAIVE_EVENTS=0 BENCH_SEED_EVENTS=0 BENCH_EVENTS=$((events / 5)) "$bin" 2>"$out/bench-slowlog.log" |
   tee -a "$out/redis-split.txt"
 echo "profile: reports, perf data and folded stacks in $out" >&2

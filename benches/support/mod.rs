@@ -469,3 +469,142 @@ score = "count * value"
 scope = "receiver_id"
 periods = ["day"]
 "#;
+
+// ------------------------------------------------ the seed-style consumer
+
+/// A gift event as the seed-style consumer reads it (docs/events.md): only the
+/// fields its boards use, decoded into owned strings as a hand-written
+/// consumer would.
+#[derive(serde::Deserialize)]
+struct SeedGift {
+    #[serde(rename = "type")]
+    kind: String,
+    ts: i64,
+    sender_id: String,
+    receiver_id: String,
+    gift_id: String,
+    count: f64,
+    value: f64,
+}
+
+/// The UTC day (`2026-05-01`), ISO week (`2026-W18`) and month (`2026-05`)
+/// of `ts_ms`: the simple period names a hand-written consumer computes.
+fn seed_periods(ts_ms: i64) -> Option<(String, String, String)> {
+    use chrono::Datelike;
+    let t = chrono::DateTime::from_timestamp_millis(ts_ms)?;
+    let week = t.iso_week();
+    Some((
+        t.format("%Y-%m-%d").to_string(),
+        format!("{}-W{:02}", week.year(), week.week()),
+        t.format("%Y-%m").to_string(),
+    ))
+}
+
+/// One event's writes to [`PLAIN`]'s boards, as one pipeline of `ZINCRBY`s
+/// (no Lua, no fences, no dedup): `star_coins` day/week/month/all by
+/// receiver with `count * value`, `star_flowers` week by receiver with
+/// `count` for flowers, `star_fans` day per receiver by sender with
+/// `count * value`. `None` for an event those boards do not take.
+fn seed_pipeline(prefix: &str, g: &SeedGift) -> Option<redis::Pipeline> {
+    if g.kind != "gift" {
+        return None;
+    }
+    let (day, week, month) = seed_periods(g.ts)?;
+    let coins = g.count * g.value;
+    let mut p = redis::pipe();
+    let coin_views = [
+        format!("day:{day}"),
+        format!("week:{week}"),
+        format!("month:{month}"),
+        "all".to_string(),
+    ];
+    for view in coin_views {
+        p.zincr(format!("{prefix}:star_coins:{view}"), &g.receiver_id, coins)
+            .ignore();
+    }
+    if g.gift_id == "flower" {
+        let key = format!("{prefix}:star_flowers:week:{week}");
+        p.zincr(key, &g.receiver_id, g.count).ignore();
+    }
+    let fans = format!("{prefix}:star_fans:{}:day:{day}", g.receiver_id);
+    p.zincr(fans, &g.sender_id, coins).ignore();
+    Some(p)
+}
+
+/// The seed-style consumer's Kafka side: a plain `StreamConsumer` in a
+/// group of its own, from the start of `topic`, with librdkafka's defaults
+/// otherwise (auto-commit included), as a user would write it.
+fn seed_consumer(broker: &Broker, topic: &str) -> rdkafka::consumer::StreamConsumer {
+    use rdkafka::consumer::Consumer;
+    let consumer: rdkafka::consumer::StreamConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", broker.brokers())
+        .set("group.id", unique("seed"))
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "6000")
+        .create()
+        .expect("seed-style consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    consumer
+}
+
+/// Consumes `events` events of `topic` the way the seeds describe a
+/// consumer — per event, decode the JSON and send one pipelined round trip
+/// of `ZINCRBY`s to Redis (see [`seed_pipeline`]) — and measures it like
+/// [`consume`]: events/s from the first event to the last, this process's
+/// CPU (nothing else runs in it meanwhile), Redis's CPU and commands.
+pub async fn consume_seed(broker: &Broker, redis: &Redis, topic: &str, events: u64) -> Run {
+    use rdkafka::Message;
+    let (cpu0, redis0) = (process_cpu_s(), redis_usage(redis).await);
+    let consumer = seed_consumer(broker, topic);
+    let mut conn = redis.conn().await;
+    let prefix = unique("seed");
+    let (mut n, mut skipped) = (0u64, 0u64);
+    let mut started: Option<Instant> = None;
+    let mut last_report = Instant::now();
+    while n < events {
+        let next = tokio::time::timeout(Duration::from_secs(60), consumer.recv()).await;
+        let message = match next.expect("seed-style consumer: no event for 60 s") {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("  seed-style consumer: {e}");
+                continue;
+            }
+        };
+        started.get_or_insert_with(Instant::now);
+        n += 1;
+        let gift = message
+            .payload()
+            .and_then(|p| serde_json::from_slice::<SeedGift>(p).ok());
+        let Some(pipe) = gift.and_then(|g| seed_pipeline(&prefix, &g)) else {
+            skipped += 1;
+            continue;
+        };
+        let _: () = pipe
+            .query_async(&mut conn)
+            .await
+            .expect("seed-style ZINCRBY pipeline");
+        if last_report.elapsed() > Duration::from_secs(10) {
+            eprintln!("  ... {n} events applied");
+            last_report = Instant::now();
+        }
+    }
+    let took = started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+    let (cpu1, redis1) = (process_cpu_s(), redis_usage(redis).await);
+    drop(consumer);
+    let run = Run {
+        events: n as f64,
+        events_per_s: n as f64 / took.max(1e-9),
+        rankflow_cpu_s: cpu1 - cpu0,
+        redis_cpu_s: redis1.0 - redis0.0,
+        redis_commands: redis1.1 - redis0.1,
+        ..Run::default()
+    };
+    eprintln!(
+        "  {n} events ({skipped} skipped) in {took:.2}s: {:.0}/s, consumer {:.2} CPU-µs, Redis {:.2} CPU-µs and {:.1} commands per event",
+        run.events_per_s,
+        run.rankflow_us(),
+        run.redis_us(),
+        run.commands_per_event()
+    );
+    run
+}
