@@ -891,9 +891,18 @@ const TOKEN: &str = "shadow-admin-token-0123456789";
 /// `POST /v1/admin/boards/{board}/promote` with `{"shadow": …}`, with or
 /// without the token.
 async fn promote(p: &Process, board: &str, shadow: &str, token: bool) -> (u16, serde_json::Value) {
-    let mut req = reqwest::Client::new()
-        .post(p.url(&format!("/v1/admin/boards/{board}/promote")))
-        .json(&serde_json::json!({ "shadow": shadow }));
+    let path = format!("/v1/admin/boards/{board}/promote");
+    admin_post(p, &path, serde_json::json!({ "shadow": shadow }), token).await
+}
+
+/// A `POST` of the admin API, with or without the token.
+async fn admin_post(
+    p: &Process,
+    path: &str,
+    body: serde_json::Value,
+    token: bool,
+) -> (u16, serde_json::Value) {
+    let mut req = reqwest::Client::new().post(p.url(path)).json(&body);
     if token {
         req = req.header("Authorization", format!("Bearer {TOKEN}"));
     }
@@ -1151,7 +1160,7 @@ async fn promoting_a_scoped_shadow_switches_unions_of_scopes_and_around() {
     broker.create_topic(&setup.topic, 2).await;
     let (messages, _) = mixed_events(6_000, 37, 2, base);
     send_all(&broker.producer(), &setup.topic, &messages).await;
-    let p = Process::start(&setup);
+    let mut p = Process::start(&setup);
     // The models: per scope, and the union of every scope (a sum per
     // sender), for the board and its shadow.
     let none = HashSet::new();
@@ -1198,8 +1207,30 @@ async fn promoting_a_scoped_shadow_switches_unions_of_scopes_and_around() {
     );
     assert_eq!(list_of(&p, around_path).await, around("fans_v2"), "around");
     assert_ne!(unions[0], unions[1]);
+
+    // Made permanent: `fans` takes the shadow's rules and keys. The union
+    // of scopes (its registries and result keys), `around` and a member
+    // action (the instances it finds) all go through the keys taken over.
+    let from_text = rfc3339(from);
+    setup.boards = made_permanent(&fans_v2(&from_text), "fans", "fans_v2", &from_text);
+    p.kill9();
+    p = Process::start(&setup);
+    let union_now = || list_of(&p, union_path);
+    wait_for(Duration::from_secs(30), "reads served again", || async {
+        (status_of(&p.url(union_path)).await == 200).then_some(())
+    })
+    .await;
+    assert_eq!(union_now().await, in_rank_order(&unions[1]), "permanent");
+    assert_eq!(list_of(&p, around_path).await, around("fans_v2"));
+    let (status, body) =
+        admin_post(&p, "/v1/admin/members/u7/hide", serde_json::json!({}), true).await;
+    assert_eq!(status, 200, "{body}");
+    let mut without_u7 = unions[1].clone();
+    without_u7.remove("u7");
+    assert_eq!(union_now().await, in_rank_order(&without_u7), "u7 hidden");
+    assert_eq!(status_of(&p.url(around_path)).await, 404);
     println!(
-        "verified: after the promotion, fans' union of every scope ({} senders) and u7's neighbours in scope s1 came from fans_v2",
+        "verified: after the promotion, fans' union of every scope ({} senders) and u7's neighbours in scope s1 came from fans_v2; made permanent (stored_as), the same reads came from the keys it took over, and hiding u7 took it out of them",
         unions[1].len()
     );
 }
@@ -1208,15 +1239,20 @@ async fn promoting_a_scoped_shadow_switches_unions_of_scopes_and_around() {
 /// permanent (docs/rebuilds.md): `star_coins` has the shadow's rules and
 /// takes over its keys, and the shadow is gone.
 fn permanent_boards(backfill_from: i64) -> String {
-    let shadow = format!(
-        "name = \"star_coins_v2\"\nshadow_of = \"star_coins\"\nbackfill_from = \"{}\"\n",
-        rfc3339(backfill_from)
+    let from = rfc3339(backfill_from);
+    made_permanent(&star_coins_v2(&from), "star_coins", "star_coins_v2", &from)
+}
+
+/// The `shadow` board's text (`shadow_toml`) as `board` once the
+/// promotion is permanent: its name, and `stored_as` the shadow's keys.
+fn made_permanent(shadow_toml: &str, board: &str, shadow: &str, backfill_from: &str) -> String {
+    let head = format!(
+        "name = \"{shadow}\"\nshadow_of = \"{board}\"\nbackfill_from = \"{backfill_from}\"\n"
     );
-    let v2 = star_coins_v2(&rfc3339(backfill_from));
-    assert!(v2.contains(&shadow), "{v2}");
-    v2.replace(
-        &shadow,
-        "name = \"star_coins\"\nstored_as = \"star_coins_v2\"\n",
+    assert!(shadow_toml.contains(&head), "{shadow_toml}");
+    shadow_toml.replace(
+        &head,
+        &format!("name = \"{board}\"\nstored_as = \"{shadow}\"\n"),
     )
 }
 
