@@ -660,6 +660,38 @@ async fn a_backfill_on_a_three_primary_cluster_equals_the_model() {
         "verified: the shadows equal the model on 3 primaries (fans_v2 keys per node {per_node:?}); backfill {} / {}",
         done.0, done.1
     );
+
+    // Made permanent: both boards take their shadows' rules and keys, the
+    // fleet restarts on it, and more events arrive.
+    let from_text = rfc3339(from);
+    let others = &MIXED_BOARDS[MIXED_BOARDS
+        .find("[[board]]\nname = \"flowers\"")
+        .expect("flowers")..];
+    setup.boards = format!(
+        "{}{}{others}",
+        made_permanent(
+            &star_coins_v2(&from_text),
+            "star_coins",
+            "star_coins_v2",
+            &from_text
+        ),
+        made_permanent(&fans_v2(&from_text), "fans", "fans_v2", &from_text)
+    );
+    for p in fleet.iter_mut() {
+        p.kill9();
+        *p = Process::start(&setup);
+    }
+    let (more, _) = mixed_events(8_000, 35, 4, base);
+    let more = gifts_after(&more, from);
+    send_all(&broker.producer(), &setup.topic, &more).await;
+    let all: Vec<_> = messages.iter().chain(&more).cloned().collect();
+    let want = shadow_model(&all, from);
+    let show = || logs(&fleet);
+    wait_boards_or_show(&cluster, &setup, &want, Duration::from_secs(120), show).await;
+    println!(
+        "verified: made permanent on 3 primaries, star_coins and fans (stored as their shadows) equal the model with {} more events",
+        more.len()
+    );
 }
 
 /// Score events for the tie-break, composite and window shadows: `n` of
