@@ -75,6 +75,15 @@ fn lag(live: &Positions, backfill: &Positions) -> i64 {
         .sum()
 }
 
+/// Whether the live consumers' positions can be the backfill's targets:
+/// they have some, and one for every partition the backfill has reached.
+/// Before that (a fleet whose live consumers have not finished a batch on
+/// every partition yet), targets would leave partitions out and the
+/// backfill would be `done` before it replayed them.
+fn can_aim(live: &Positions, backfill: &Positions) -> bool {
+    !live.is_empty() && backfill.keys().all(|f| live.contains_key(f))
+}
+
 /// Whether the backfill has reached every target.
 fn reached(targets: &Positions, backfill: &Positions) -> bool {
     targets
@@ -155,7 +164,7 @@ async fn advance(
 ) -> Result<(Progress, bool), StoreError> {
     let key = keys::backfill_key(prefix, board);
     let mut seen = look(store, prefix, board, topics).await?;
-    if seen.targets.is_none() {
+    if seen.targets.is_none() && can_aim(&seen.live, &seen.backfill) {
         let targets: BTreeMap<&String, &i64> = seen.live.iter().collect();
         let json = serde_json::to_string(&targets).unwrap_or_else(|_| "{}".into());
         let _: i64 = store
@@ -233,6 +242,22 @@ mod tests {
         // 60 behind on t/0, ahead on t/1 (counts 0), nothing yet on t/2.
         assert_eq!(lag(&live, &backfill), 60 + 7);
         assert_eq!(lag(&live, &live), 0);
+    }
+
+    /// A hand-made table: live positions, backfill positions, whether
+    /// targets may be taken.
+    #[test]
+    fn targets_wait_for_live_positions_of_every_partition_reached() {
+        let cases = [
+            (p(&[]), p(&[]), false),
+            (p(&[]), p(&[("t/0", 5)]), false),
+            (p(&[("t/0", 9)]), p(&[("t/0", 5), ("t/1", 3)]), false),
+            (p(&[("t/0", 9)]), p(&[]), true),
+            (p(&[("t/0", 9), ("t/1", 1)]), p(&[("t/1", 3)]), true),
+        ];
+        for (live, backfill, want) in cases {
+            assert_eq!(can_aim(&live, &backfill), want, "{live:?} {backfill:?}");
+        }
     }
 
     #[test]
