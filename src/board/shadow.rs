@@ -179,6 +179,18 @@ mod tests {
         );
     }
 
+    /// Each configuration must fail with a message that starts with its
+    /// location and has its words.
+    fn assert_mistakes(cases: &[(String, &str, &str)]) {
+        for (config, location, words) in cases {
+            let e = compile(config).expect_err(words).to_string();
+            assert!(
+                e.starts_with(location) && e.contains(words),
+                "{e:?} should start with {location:?} and say {words:?}"
+            );
+        }
+    }
+
     /// Each mistake, and the board, field and words its message must have
     /// (a hand-made table).
     #[test]
@@ -233,13 +245,7 @@ mod tests {
                 "is not an RFC 3339 time",
             ),
         ];
-        for (config, location, words) in cases {
-            let e = compile(config).expect_err(words).to_string();
-            assert!(
-                e.starts_with(location) && e.contains(words),
-                "{e:?} should start with {location:?} and say {words:?}"
-            );
-        }
+        assert_mistakes(cases);
     }
 
     /// The board that took over a promoted shadow's keys (`stored_as`):
@@ -293,12 +299,6 @@ mod tests {
                 "`other` names the keys of board `other`",
             ),
         ];
-        for (config, location, words) in cases {
-            let e = compile(config).expect_err(words).to_string();
-            assert!(
-                e.starts_with(location) && e.contains(words),
-                "{e:?} should start with {location:?} and say {words:?}"
-            );
-        }
+        assert_mistakes(cases);
     }
 }
