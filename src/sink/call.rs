@@ -34,7 +34,7 @@ pub struct Call {
     cutoffs: Vec<(usize, i64)>,
     /// Expiries this call sets, to remember once Redis acknowledged it.
     pub(crate) expiries: Vec<(String, i64)>,
-    /// Partition groups left out because they were applied already.
+    /// Updates the call carries.
     updates: usize,
     /// The moderation generation the calls were encoded with (the apply
     /// script refuses a call older than an instance's stamp); -1 for calls
@@ -104,6 +104,11 @@ pub(crate) fn group_of(grouping: Grouping, tag: &str) -> u32 {
 }
 
 impl Call {
+    /// Updates the call carries: its work for Redis.
+    pub(crate) fn updates(&self) -> usize {
+        self.updates
+    }
+
     /// The EVALSHA command for this call at clock `now`.
     pub(crate) fn command(&self, sha: &str, now: i64) -> redis::Cmd {
         self.command_checking(sha, now, None)

@@ -6,6 +6,8 @@
 //! and permanent. Passwords in URLs never reach a message: URLs are shown
 //! through [`crate::config::redact`].
 
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -16,7 +18,7 @@ use redis::{ClientTlsConfig, RedisError, TlsCertificates, Value};
 use crate::config::{RedisConfig, redact};
 use crate::telemetry::RedisErrorKind;
 
-use super::call::Grouping;
+use super::call::{Grouping, MAX_UPDATES_PER_CALL};
 
 /// The apply script.
 /// The apply script: the prelude, the state helpers, the moderation moves
@@ -45,6 +47,48 @@ pub(crate) const RATES_LUA: &str = include_str!("lua/rates.lua");
 /// resent safely. (One round trip more per 32 calls costs a network
 /// round trip per several hundred ms of Redis work.)
 pub const CALLS_PER_ROUND_TRIP: usize = 32;
+
+/// What one round trip of [`Store::pipeline_led`] carries at most, in
+/// updates: [`CALLS_PER_ROUND_TRIP`] full apply calls. Calls smaller than
+/// full ones (on a Redis Cluster a call holds one slot's instances, often
+/// a handful of updates) share round trips up to the same work, so a batch
+/// costs a few round trips per primary rather than one per 32 calls.
+pub(crate) const ROUND_TRIP_UPDATES: usize = CALLS_PER_ROUND_TRIP * MAX_UPDATES_PER_CALL;
+
+/// Pipelined round trips sent so far by every store of the process (for
+/// the benchmarks: round trips per batch).
+static ROUND_TRIPS: AtomicU64 = AtomicU64::new(0);
+
+/// [`ROUND_TRIPS`].
+pub fn round_trips() -> u64 {
+    ROUND_TRIPS.load(Ordering::Relaxed)
+}
+
+/// How `n` commands, the first `lead` of which must go in the first round
+/// trip, are cut into round trips: each takes commands while their work
+/// (`work[i]` updates; a command without one counts as a full call) stays
+/// within [`ROUND_TRIP_UPDATES`], and at least one.
+fn round_trip_ranges(n: usize, lead: usize, work: Option<&[usize]>) -> Vec<Range<usize>> {
+    let weight = |i: usize| match work.and_then(|w| w.get(i)) {
+        Some(&w) => w.max(1),
+        None => MAX_UPDATES_PER_CALL,
+    };
+    let mut ranges = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let mut end = start;
+        let mut load = 0;
+        while end < n && (end < lead || end == start || load + weight(end) <= ROUND_TRIP_UPDATES) {
+            if end >= lead {
+                load += weight(end);
+            }
+            end += 1;
+        }
+        ranges.push(start..end);
+        start = end;
+    }
+    ranges
+}
 
 /// Commands per round trip of [`Store::ordered`]: small writes (a member
 /// index entry each, microseconds of Redis), so a batch's registrations
@@ -336,32 +380,31 @@ impl Store {
         cmds: &[redis::Cmd],
         epoch: u64,
     ) -> Result<Vec<Value>, StoreError> {
-        self.pipeline_led(cmds, 0, epoch).await
+        self.pipeline_led(cmds, 0, None, epoch).await
     }
 
     /// [`Store::pipeline`] whose first round trip also carries the `lead`
     /// commands in front (small writes that must come before the calls on
-    /// the same connection: a batch's member-index registrations).
+    /// the same connection: a batch's member-index registrations); with
+    /// `work`, the updates each command carries, round trips are cut by
+    /// work rather than by count ([`ROUND_TRIP_UPDATES`]).
     pub(crate) async fn pipeline_led(
         &self,
         cmds: &[redis::Cmd],
         lead: usize,
+        work: Option<&[usize]>,
         epoch: u64,
     ) -> Result<Vec<Value>, StoreError> {
         let mut replies = Vec::with_capacity(cmds.len());
-        if cmds.is_empty() {
-            return Ok(replies);
-        }
-        let first = (lead + CALLS_PER_ROUND_TRIP).min(cmds.len());
-        replies.extend(self.round_trip(&cmds[..first], epoch).await?);
-        for chunk in cmds[first..].chunks(CALLS_PER_ROUND_TRIP) {
-            replies.extend(self.round_trip(chunk, epoch).await?);
+        for range in round_trip_ranges(cmds.len(), lead, work) {
+            replies.extend(self.round_trip(&cmds[range], epoch).await?);
         }
         Ok(replies)
     }
 
     /// One pipelined round trip of [`Store::pipeline`].
     async fn round_trip(&self, cmds: &[redis::Cmd], epoch: u64) -> Result<Vec<Value>, StoreError> {
+        ROUND_TRIPS.fetch_add(1, Ordering::Relaxed);
         let replies: Vec<Value> = match &self.conn {
             Conn::Single(conn) => {
                 let mut pipe = redis::pipe();
@@ -607,6 +650,34 @@ pub(crate) fn server_error(value: &Value) -> Option<StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Round trips by work, against ranges worked out by hand: full calls
+    /// go 32 to a trip as before; small ones share trips up to the same
+    /// work; lead commands ride in the first; an oversized call goes alone.
+    #[test]
+    fn round_trips_are_cut_by_work() {
+        let full = MAX_UPDATES_PER_CALL;
+        assert_eq!(round_trip_ranges(70, 0, None), vec![0..32, 32..64, 64..70]);
+        assert_eq!(round_trip_ranges(40, 5, None), vec![0..37, 37..40]);
+        assert_eq!(round_trip_ranges(0, 0, None), Vec::<Range<usize>>::new());
+        // 1,000 calls of 10 updates each: one trip, not 32.
+        let small = vec![10; 1000];
+        assert_eq!(round_trip_ranges(1000, 0, Some(&small)), vec![0..1000]);
+        // 40 full calls then 100 small ones: 32 full, then 8 full + 100 small.
+        let mixed: Vec<usize> = std::iter::repeat_n(full, 40)
+            .chain(std::iter::repeat_n(10, 100))
+            .collect();
+        assert_eq!(
+            round_trip_ranges(140, 0, Some(&mixed)),
+            vec![0..32, 32..140]
+        );
+        // A call over the whole budget goes alone; zero-work commands after
+        // the lead still count one update each.
+        let huge = [ROUND_TRIP_UPDATES * 2, 5, 5];
+        assert_eq!(round_trip_ranges(3, 0, Some(&huge)), vec![0..1, 1..3]);
+        let lead = [0, 0, full, full];
+        assert_eq!(round_trip_ranges(4, 2, Some(&lead)), vec![0..4]);
+    }
 
     /// Commands rankflow sends from Rust (reader, trimmer, positions,
     /// script loading, health probe, WAIT, cluster discovery), and those

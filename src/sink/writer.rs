@@ -151,9 +151,17 @@ impl Writer {
             };
             let lead = (n == 0).then_some(&first);
             let (cmds, registered) = self.commands(calls, lead, scripts, now);
+            // Each call weighs its updates; what follows them (registry
+            // writes) is light.
+            let work: Vec<usize> = (0..registered)
+                .map(|_| 0)
+                .chain(calls.iter().map(Call::updates))
+                .chain(std::iter::repeat(1))
+                .take(cmds.len())
+                .collect();
             let replies = self
                 .store
-                .pipeline_led(&cmds, registered, scripts.epoch)
+                .pipeline_led(&cmds, registered, Some(&work), scripts.epoch)
                 .await?;
             round.read_replies(calls, &replies[registered..])?;
             if let Some(err) = replies[..registered].iter().find_map(server_error) {
