@@ -27,6 +27,8 @@ pub struct Run {
     pub redis_commands: f64,
     /// Mean batch flush time (one pipelined round of script calls).
     pub flush_ms: f64,
+    /// Batches flushed.
+    pub batches: f64,
     /// Events counted `quarantined` (docs/checks.md).
     pub quarantined: f64,
 }
@@ -257,6 +259,7 @@ pub async fn consume_with(
                 redis_cpu_s: redis1.0 - redis0.0,
                 redis_commands: redis1.1 - redis0.1,
                 flush_ms: 1000.0 * (fs - flush_base.0) / (fc - flush_base.1).max(1.0),
+                batches: fc - flush_base.1,
                 quarantined: quarantined(&text) - quarantined_base,
             };
         }
