@@ -21,7 +21,9 @@
 # BENCH_UNION_MEMBERS / BENCH_UNION_READS / BENCH_UNION_EVENTS the union one;
 # BENCH_STREAM_CLIENTS / BENCH_STREAM_CHANGES the live-view one;
 # BENCH_EVENTS / BENCH_ROUNDS / BENCH_MEMBERS the moderation one;
-# BENCH_EVENTS / BENCH_ROUNDS the checks one.
+# BENCH_EVENTS / BENCH_ROUNDS the checks one; and a batch's apply calls and
+# round trips on the 3-primary test cluster beside one Redis
+# (BENCH_EVENTS, BENCH_BATCHES).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TANSU_BIN=$(scripts/setup.sh | tail -n 1)
@@ -35,3 +37,4 @@ cargo bench --locked --bench unions
 cargo bench --locked --bench streams
 cargo bench --locked --bench moderation
 cargo bench --locked --bench checks
+cargo bench --locked --bench cluster
