@@ -37,4 +37,5 @@ cargo bench --locked --bench unions
 cargo bench --locked --bench streams
 cargo bench --locked --bench moderation
 cargo bench --locked --bench checks
+cargo bench --locked --bench shadows
 cargo bench --locked --bench cluster
