@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 14 point 1: where rankflow's and Redis's CPU goes, for the plain and
-# the window workloads of benches/pipeline.rs.
+# Issue 14 point 1, issue 32 point 4: where rankflow's and Redis's CPU goes,
+# for the plain and the window workloads of benches/pipeline.rs, each at the
+# default batch settings and at 2,000-event batches.
 #
 # - builds the pipeline bench in release with debug symbols and frame
 #   pointers (`-g` call graphs) in its own target dir (target/profiling), so
@@ -21,7 +22,8 @@
 # Usage: scripts/profile.sh [output dir, default target/profile]
 # Knobs: BENCH_EVENTS (events per workload, default 1000000; the SLOWLOG run
 # uses a fifth), PROFILE_WORKLOADS (default "plain windows"), PROFILE_FREQ
-# (samples per second, default 999), PROFILE_BIN (a pipeline bench executable
+# (samples per second, default 999), PROFILE_BATCHES (default "default
+# 2000/20", as BENCH_BATCHES takes them), PROFILE_BIN (a pipeline bench executable
 # to profile instead of building one, e.g. the plain release build: symbols
 # but no frame pointers, so call stacks stop early). linux-perf is installed (apt) if
 # missing; CI and scripts/setup.sh do not need it.
@@ -43,6 +45,7 @@ out=${1:-target/profile}
 mkdir -p "$out"
 events=${BENCH_EVENTS:-1000000}
 workloads=${PROFILE_WORKLOADS:-plain windows}
+batches=${PROFILE_BATCHES:-default 2000/20}
 freq=${PROFILE_FREQ:-999}
 
 if [ -n "${PROFILE_BIN:-}" ]; then
@@ -153,13 +156,15 @@ for stack, n in stacks.most_common():
 '
 }
 
-for w in $workloads; do
+for workload in $workloads; do
+for batch in $batches; do
+  w="$workload-${batch//\//_}"
   data="$out/perf-$w.data"
   ctl="$out/perf-$w.ctl"
   rm -f "$ctl"
   mkfifo "$ctl"
   echo "profile: $w workload, $events events, perf record -g at $freq Hz..." >&2
-  BENCH_WORKLOADS=$w BENCH_NAIVE_EVENTS=0 BENCH_SEED_EVENTS=0 BENCH_EVENTS=$events BENCH_PERF_CTL=$ctl \
+  BENCH_WORKLOADS=$workload BENCH_BATCHES=$batch BENCH_NAIVE_EVENTS=0 BENCH_SEED_EVENTS=0 BENCH_EVENTS=$events BENCH_PERF_CTL=$ctl \
     perf record -F "$freq" -g --control "fifo:$ctl" -D -1 -o "$data" -- "$bin" \
     >"$out/bench-$w.txt" 2>"$out/bench-$w.log"
   rm -f "$ctl"
@@ -186,6 +191,7 @@ for w in $workloads; do
       --percent-limit 1 --stdio 2>/dev/null | grep -v '^#' | sed '/^$/d' | head -n 30
     echo
   } | tee "$out/report-$w.txt"
+done
 done
 
 echo "=== Redis per command and per script call (no perf, BENCH_SLOWLOG=1, $((events / 5)) events each) ===" |
