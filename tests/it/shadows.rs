@@ -1372,7 +1372,16 @@ async fn making_a_promotion_permanent_takes_over_the_shadows_keys_without_a_seco
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // It stops once it has applied batches of its own beside the old one.
+    let taking_over = redis.positions_sum(&setup.prefix).await;
+    wait_for(
+        Duration::from_secs(30),
+        "the new instance applying",
+        || async {
+            (redis.positions_sum(&setup.prefix).await >= taking_over + 2_000).then_some(())
+        },
+    )
+    .await;
     fleet[0].sigterm();
     println!("the new instance ran beside the old one, then stopped");
     // The old instance, alone again, dies with its backfill behind.
@@ -1408,7 +1417,21 @@ async fn making_a_promotion_permanent_takes_over_the_shadows_keys_without_a_seco
         "injected: kill -9 of the old instance, its live positions ahead of its backfill's by {gap:?}"
     );
     fleet.push(Process::start(&setup));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A third instance joins once the second has resumed from the backfill
+    // positions: a rebalance of a board already taken over.
+    wait_for(
+        Duration::from_secs(30),
+        "the next instance resuming",
+        || async {
+            fleet[1]
+                .log()
+                .contains(
+                    "A partition resumes where a board the live consumers took over is complete",
+                )
+                .then_some(())
+        },
+    )
+    .await;
     fleet.push(Process::start(&setup));
     feeder.await.expect("feeder");
 
