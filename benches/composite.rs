@@ -2,8 +2,8 @@
 //! 300,000 score events (100,000 players, Zipf) in an 8-partition topic,
 //! consumed in the same run against the same servers into
 //! - a plain board: points summed per player, views `week` and `all`, once
-//!   with its dense-rank index (the default) and once without
-//!   (`dense_ranks = false`);
+//!   with its dense-rank index (`dense_ranks = true`) and once without
+//!   (the default for such a board);
 //! - a tie-break board: the same, `tie_break = "earliest"`;
 //! - the seed 000 stage-clear board: three fields (levels cleared summed,
 //!   revives summed ascending, first clear time as a min), same views, with
@@ -31,6 +31,7 @@ event = "score"
 member = "user_id"
 score = "points"
 periods = ["week", "all"]
+dense_ranks = true
 "#;
 
 const PLAIN_NO_DENSE: &str = r#"
@@ -51,6 +52,7 @@ member = "user_id"
 score = "points"
 tie_break = "earliest"
 periods = ["week", "all"]
+dense_ranks = true
 "#;
 
 const COMPOSITE: &str = r#"

@@ -33,12 +33,13 @@
 //! consumer's (default: `BENCH_NAIVE_EVENTS` if > 0, else `BENCH_EVENTS`; 0
 //! skips it); `BENCH_NAIVE_EVENTS` runs `max_events = 1` over that many
 //! events (default 0: skipped, it is slow); `BENCH_WORKLOADS` picks
-//! workloads (`plain,windows`; `plain-nodense` and `windows-nodense` are the
-//! same with `dense_ranks = false` on every board; `ties` is `windows`
+//! workloads (`plain,windows`; `plain-dense` and `windows-dense` are the
+//! same with `dense_ranks = true` on every board; `ties` is `windows`
 //! without its windows, `windows-notie` without its tie-break);
 //! `BENCH_BATCHES` picks batch settings (`default,2000/20`: `default` or
 //! `<max_events>/<max_delay_ms>`); `BENCH_MAX_EVENTS` changes the default
-//! setting's batch size. `scripts/profile.sh` sets `BENCH_PERF_CTL` to a
+//! setting's batch size; `BENCH_MEMBERS` and `BENCH_RECEIVERS` change the
+//! stream's distinct senders (100,000) and receivers (1,000). `scripts/profile.sh` sets `BENCH_PERF_CTL` to a
 //! `perf record --control` FIFO: sampling is enabled only while a rankflow
 //! row is consumed, not while events are produced or a baseline runs.
 
@@ -123,10 +124,13 @@ fn perf_control(command: &str) {
 }
 
 async fn produce(broker: &Broker, topic: &str, events: u64) {
+    let mut options = support::zipf_options(broker, topic, events, EventType::Gift, 42);
+    options.members = env_u64("BENCH_MEMBERS", options.members);
+    options.receivers = env_u64("BENCH_RECEIVERS", options.receivers);
     eprintln!(
-        "producing {events} gift events (100000 senders, 1000 receivers, Zipf 1.1) into 8 partitions..."
+        "producing {events} gift events ({} senders, {} receivers, Zipf 1.1) into 8 partitions...",
+        options.members, options.receivers
     );
-    let options = support::zipf_options(broker, topic, events, EventType::Gift, 42);
     let produced = Instant::now();
     let sent = support::produce(options).await;
     eprintln!(
@@ -167,9 +171,9 @@ async fn measure(
 /// their boards.
 fn workloads() -> Vec<(&'static str, String)> {
     let chosen = std::env::var("BENCH_WORKLOADS").unwrap_or_else(|_| "plain,windows".into());
-    // The `-nodense` variants set `dense_ranks = false` on every board:
-    // what the dense-rank index costs each workload.
-    let nodense = |boards: &str| boards.replace("[[board]]\n", "[[board]]\ndense_ranks = false\n");
+    // The `-dense` variants set `dense_ranks = true` on every board (the
+    // default keeps no index on these boards): what the index costs.
+    let dense = |boards: &str| boards.replace("[[board]]\n", "[[board]]\ndense_ranks = true\n");
     // `ties` is the window workload without its windows (the plain boards
     // with `star_fans`'s tie-break), `windows-notie` without the tie-break:
     // with `plain`, they split the window workload's cost between the
@@ -184,8 +188,8 @@ fn workloads() -> Vec<(&'static str, String)> {
     let all = [
         ("plain", PLAIN.to_string()),
         ("windows", WINDOWS.to_string()),
-        ("plain-nodense", nodense(PLAIN)),
-        ("windows-nodense", nodense(WINDOWS)),
+        ("plain-dense", dense(PLAIN)),
+        ("windows-dense", dense(WINDOWS)),
         ("ties", without(WINDOWS, "windows = ")),
         ("windows-notie", without(WINDOWS, "tie_break = ")),
     ];

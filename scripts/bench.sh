@@ -7,7 +7,9 @@
 # pipelined round trip of ZINCRBY per event) in the same run, with Redis's time per command
 # (scripts/profile.sh records the same workloads under perf); and the memory of
 # a full 3h/1m window against a day board of the same members; a composite
-# board's cost per event next to plain and tie-break boards; and archiving a
+# board's cost per event next to plain and tie-break boards; what rank=dense
+# costs a reader without the dense-rank index against with it
+# (BENCH_DENSE_VALUES, BENCH_DENSE_READS); and archiving a
 # million-member period into PostgreSQL against batched and row-by-row
 # INSERTs; and a rolling view last:7d over 7 day boards of 100,000 members
 # (uncached, cached and 100 concurrent readers) against keeping the same
@@ -32,6 +34,7 @@ cargo bench --locked --bench expr
 cargo bench --locked --bench window_memory
 cargo bench --locked --bench pipeline
 cargo bench --locked --bench composite
+cargo bench --locked --bench dense
 cargo bench --locked --bench archive
 cargo bench --locked --bench unions
 cargo bench --locked --bench streams

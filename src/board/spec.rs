@@ -49,10 +49,11 @@ pub(crate) struct BoardSpec {
     #[serde(default)]
     pub(crate) archive: Vec<String>,
     /// Whether each view keeps a dense-rank index (`K:v`, one entry per
-    /// distinct value) so `rank=dense` reads are O(log n); `false` saves
-    /// its write cost and memory, and dense reads then walk the values.
-    #[serde(default = "default_dense_ranks")]
-    pub(crate) dense_ranks: bool,
+    /// distinct value) so `rank=dense` reads are O(log n); without it dense
+    /// reads walk the values. Unset: kept by composite boards only, whose
+    /// dense reads cannot walk (`Board::dense_ranks`).
+    #[serde(default)]
+    pub(crate) dense_ranks: Option<bool>,
     /// Scoped boards: `"scope"` (default, docs/redis-layout.md: each scope in its own
     /// cluster slot) or `"board"` (every scope in the board's slot, so
     /// unions of scopes work on a Redis Cluster).
@@ -73,10 +74,6 @@ pub(crate) struct BoardSpec {
     /// (docs/rebuilds.md).
     #[serde(default)]
     pub(crate) stored_as: Option<String>,
-}
-
-fn default_dense_ranks() -> bool {
-    true
 }
 
 /// One `order_by` entry as written. Keys other than these are collected in

@@ -25,6 +25,7 @@ const BUCKET_MS: i64 = 60_000;
 const BOARDS: &str = r#"
 [[board]]
 name = "msum"
+dense_ranks = true
 event = "score"
 member = "user_id"
 score = "points"
@@ -33,6 +34,7 @@ windows = ["10m/1m"]
 
 [[board]]
 name = "mtie"
+dense_ranks = true
 event = "score"
 member = "user_id"
 score = "points"

@@ -42,6 +42,7 @@ score = "points"
 periods = ["hour", "day"]
 timezone = "America/New_York"
 retention = { hour = "800d", day = "800d" }
+dense_ranks = true
 "#;
     // Spring forward 2026-03-08 02:00 EST -> 03:00 EDT; fall back
     // 2026-11-01 02:00 EDT -> 01:00 EST.

@@ -125,6 +125,7 @@ async fn periods_split_at_iso_week_and_month_boundaries_in_shanghai() {
     let boards = r#"
 [[board]]
 name = "b"
+dense_ranks = true
 event = "score"
 member = "user_id"
 score = "points"

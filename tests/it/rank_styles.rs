@@ -403,6 +403,7 @@ async fn rankflow_top_prints_ranks_in_the_style_asked_for() {
 const INDEXED: &str = r#"
 [[board]]
 name = "isum"
+dense_ranks = true
 event = "score"
 member = "user_id"
 score = "points"
@@ -411,6 +412,7 @@ windows = ["10m/1m"]
 
 [[board]]
 name = "itie"
+dense_ranks = true
 event = "score"
 member = "user_id"
 score = "points"
@@ -419,6 +421,7 @@ tie_break = "latest"
 
 [[board]]
 name = "imax"
+dense_ranks = true
 event = "score"
 member = "user_id"
 score = "points"
@@ -428,6 +431,7 @@ windows = ["10m/1m"]
 
 [[board]]
 name = "imin"
+dense_ranks = true
 event = "score"
 member = "user_id"
 score = "points"
@@ -436,6 +440,7 @@ periods = ["all"]
 
 [[board]]
 name = "ilast"
+dense_ranks = true
 event = "score"
 member = "user_id"
 score = "points"
@@ -623,6 +628,63 @@ async fn a_view_with_members_before_the_index_never_gets_a_partial_one() {
     assert_eq!(got, want, "read by the walk");
 }
 
+/// A board that turns `dense_ranks` off: each consumer drops the index of
+/// a view the first time it writes it (a stale index is never left), and
+/// not again in every call after (issue 32: index upkeep is paid per new
+/// thing, not per batch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_board_that_turns_its_index_off_drops_it_once_per_consumer() {
+    use common::direct::Direct;
+
+    let redis = common::Redis::start();
+    let prefix = common::unique("dd");
+    let event = |i: usize, p: i64| {
+        json!({"type": "score", "event_id": format!("d{i}"), "ts": NOW - 1000,
+               "user_id": format!("u{}", i % 7), "game_id": "g1", "points": p})
+    };
+    let batch =
+        |from: usize| -> Vec<Value> { (from..from + 20).map(|i| event(i, i as i64)).collect() };
+    let mut on = Direct::new(&redis.url(), &prefix, INDEXED, NOW).await;
+    on.apply(&batch(0)).await;
+    let index = format!("{prefix}:{{isum}}:all:v");
+    assert_eq!(
+        redis.cli(&["EXISTS", &index]).trim(),
+        "1",
+        "the index is kept"
+    );
+    let off_boards = INDEXED.replacen("dense_ranks = true", "dense_ranks = false", 1);
+    let mut off = Direct::new(&redis.url(), &prefix, &off_boards, NOW).await;
+    off.take_over(&on);
+    let unlinks = |r: &common::Redis| r.commandstats().get("unlink").copied().unwrap_or(0);
+    let before = unlinks(&redis);
+    off.apply(&batch(100)).await;
+    let first = unlinks(&redis) - before;
+    assert_eq!(
+        redis.cli(&["EXISTS", &index]).trim(),
+        "0",
+        "the first write drops it"
+    );
+    // Every board takes the events: isum's two views (all, win:10m) and
+    // inone's one (`dense_ranks = false` from the start) are the views
+    // without an index, one drop each.
+    assert_eq!(
+        first, 3,
+        "one UNLINK per view without an index, in the first call"
+    );
+    for round in 0..3 {
+        let before = unlinks(&redis);
+        off.apply(&batch(200 + 100 * round)).await;
+        assert_eq!(
+            unlinks(&redis) - before,
+            0,
+            "round {round}: no drop in later calls"
+        );
+    }
+    println!(
+        "the index was dropped by the consumer's first write ({first} UNLINKs), then none in 3 calls"
+    );
+}
+
 /// Commands served between two [`common::Redis::commandstats`] snapshots,
 /// `evalsha` and `info` (the snapshots themselves) left out.
 fn served(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> u64 {
@@ -724,6 +786,7 @@ async fn measure_the_dense_index_write_cost_and_memory() {
     let boards = r#"
 [[board]]
 name = "withidx"
+dense_ranks = true
 event = "score"
 member = "user_id"
 score = "points"

@@ -234,7 +234,7 @@ for i = 1, #instances do
   local views = inst.views
   for v = 1, #views do
     local view = views[v]
-    dense_open(view, inst.dense)
+    dense_open(view, inst.dense, inst.fence_expire ~= 0)
     if view.kind == "w" then
       trim(view, inst.ngroups > 0)
     elseif view.bound then

@@ -194,8 +194,8 @@ local function move_member()
     local found = {}
     for v = 1, nviews do
       local real, twin = reals[v], twins[v]
-      dense_open(real, inst.dense)
-      dense_open(twin, inst.dense)
+      dense_open(real, inst.dense, true)
+      dense_open(twin, inst.dense, true)
       local held, rentries, tentries = 0, nil, nil
       if real.kind == "w" then
         trim(real, false)

@@ -942,11 +942,14 @@ end
 -- dense-rank index: only when it is complete (it exists, or the view has
 -- no members yet), so an instance that had members before the index was
 -- kept never gets a partial one (reads then walk). A board that keeps no
--- index drops any it kept before, which would go stale.
-local function dense_open(view, keep)
+-- index drops any it kept before, which would go stale: when the call
+-- sets the view's or the fence's expiry (`fresh`), which a consumer does
+-- the first time it writes a key and again once a minute, not in every
+-- call.
+local function dense_open(view, keep, fresh)
   local vk = view.key .. ":v"
   if not keep then
-    redis.call("UNLINK", vk)
+    if fresh or view.exp ~= 0 then redis.call("UNLINK", vk) end
     return
   end
   if redis.call("EXISTS", vk) == 1 then
