@@ -286,3 +286,61 @@ async fn the_apply_script_writes_what_a_plain_model_computes() {
         }
     }
 }
+
+/// A plain sum without the dense-rank index, written one or two members
+/// per call (an instance of a scoped board at small batches): the script
+/// then adds with `ZINCRBY` instead of reading the totals back and writing
+/// them, and must hold what the model sums, zero and negative totals and
+/// values up to the schema's cap included.
+#[tokio::test]
+async fn one_or_two_members_per_call_are_added_as_the_model_sums() {
+    let redis = common::Redis::start();
+    let mut c = redis.conn().await;
+    let boards = r#"
+[[board]]
+name = "mfew"
+event = "score"
+member = "user_id"
+score = "points"
+periods = ["all"]
+"#;
+    let prefix = common::unique("af");
+    let mut direct = Direct::new(&redis.url(), &prefix, boards, 1_800_000_000_000).await;
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut model: BTreeMap<String, i64> = BTreeMap::new();
+    let before = redis.commandstats();
+    for call in 0..300usize {
+        let n = 1 + rng.next(2) as usize;
+        let events: Vec<Value> = (0..n)
+            .map(|k| {
+                let member = format!("u{}", rng.next(6));
+                let sum = model.entry(member.clone()).or_default();
+                let v = value(&mut rng, *sum);
+                *sum += v;
+                json!({"type": "score", "event_id": format!("f{call}e{k}"),
+                       "ts": 1_800_000_000_000i64 - 1000, "user_id": member, "game_id": "g1", "points": v})
+            })
+            .collect();
+        direct.apply(&events).await;
+        let got: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg(format!("{prefix}:{{mfew}}:all"))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query_async(&mut c)
+            .await
+            .expect("ZRANGE");
+        let got: BTreeMap<String, f64> = got.into_iter().collect();
+        let want: BTreeMap<String, f64> =
+            model.iter().map(|(m, s)| (m.clone(), *s as f64)).collect();
+        assert_eq!(got, want, "call {call}");
+    }
+    let after = redis.commandstats();
+    let zincrby =
+        after.get("zincrby").copied().unwrap_or(0) - before.get("zincrby").copied().unwrap_or(0);
+    assert!(
+        zincrby >= 300,
+        "the calls went through ZINCRBY ({zincrby} calls)"
+    );
+    println!("300 calls of one or two members held the model's sums ({zincrby} ZINCRBY)");
+}
