@@ -37,7 +37,7 @@ use common::postgres::Postgres;
 use common::*;
 use rankflow::admin::{ActionRequest, MemberAction};
 use rankflow::event::EventType;
-use rankflow::moderation::{HiddenEntry, MemberHasher};
+use rankflow::moderation::MemberHasher;
 use support::{Run, command_delta, command_stats, consume_with, env_u64};
 
 const ERASE_KEY: &str = "bench-erase-key-0123456789";
@@ -81,18 +81,9 @@ periods = ["day", "all"]
 /// from `star_coins`, `u2` erased.
 fn moderated(setup: &mut Setup, redis: &Redis) {
     let key = format!("{}:moderation", setup.prefix);
-    let hidden = |board: &str| {
-        serde_json::to_string(&HiddenEntry {
-            boards: Some(vec![board.to_string()]),
-            at: 0,
-            actor: "bench".to_string(),
-            reason: None,
-        })
-        .expect("JSON")
-    };
     let hasher = MemberHasher::new(Some(ERASE_KEY));
-    redis.cli(&["HSET", &key, "h:u1", &hidden("star_fans")]);
-    redis.cli(&["HSET", &key, "h:s1", &hidden("star_coins")]);
+    support::hide(redis, &setup.prefix, "u1", "star_fans");
+    support::hide(redis, &setup.prefix, "s1", "star_coins");
     redis.cli(&["HSET", &key, &format!("e:{}", hasher.hex("u2")), "{}"]);
     redis.cli(&["HSET", &key, "~gen", "3"]);
 }

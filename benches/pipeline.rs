@@ -36,6 +36,10 @@
 //! workloads (`plain,windows`; `plain-dense` and `windows-dense` are the
 //! same with `dense_ranks = true` on every board; `ties` is `windows`
 //! without its windows, `windows-notie` without its tie-break);
+//! `BENCH_OPS` (`plain,windows`; empty: none) picks the workloads run with
+//! the operator features (a hidden member, a rule and a rate check, a
+//! shadow board) beside the same workload without them, on a second stream
+//! whose event times are 20 ms apart, `BENCH_OPS_ROUNDS` (2) times;
 //! `BENCH_BATCHES` picks batch settings (`default,2000/20`: `default` or
 //! `<max_events>/<max_delay_ms>`); `BENCH_MAX_EVENTS` changes the default
 //! setting's batch size; `BENCH_MEMBERS` and `BENCH_RECEIVERS` change the
@@ -85,6 +89,61 @@ tie_break = "earliest"
 
 /// A batch setting: `max_events`, `max_delay_ms`.
 type Batch = (usize, u64);
+
+/// The operator features of the `-ops` workloads: a rule check and a rate
+/// check (at most 500 gifts of one sender per minute of event time, as in
+/// `benches/checks.rs`), and a shadow of `star_coins` with new prices
+/// ([`with_operator`]) whose backfill started before the stream: its own
+/// consumer group applies every event to it, as a shadow that has caught
+/// up does. The run also
+/// hides the top sender `u1` from `star_fans` (`support::hide`). They run
+/// on a stream whose event times are 20 ms apart, as a live stream's are
+/// (in the main stream every event has nearly the same time, and a rate
+/// check would quarantine most of the top senders' events), beside the
+/// same workload without them on that stream.
+const OPERATOR: &str = r#"
+[[check]]
+name = "gift_cap"
+event = "gift"
+rule = "count * value <= 100000"
+
+[[check]]
+name = "gift_rate"
+event = "gift"
+member = "sender_id"
+max_rate = "500/1m"
+"#;
+
+/// The workload's boards with the operator features: [`OPERATOR`]'s
+/// checks, and `star_coins_v2`, a shadow of the workload's `star_coins`
+/// (the same views, as a shadow must keep them) with new prices.
+fn with_operator(boards: &str) -> String {
+    let checks = if operator_feature("checks") {
+        OPERATOR
+    } else {
+        ""
+    };
+    if !operator_feature("shadow") {
+        return format!("{boards}{checks}");
+    }
+    let coins = boards
+        .split("[[board]]")
+        .find(|b| b.contains("name = \"star_coins\""))
+        .expect("the workload has star_coins");
+    let shadow = coins
+        .replace("name = \"star_coins\"", "name = \"star_coins_v2\"\nshadow_of = \"star_coins\"\nbackfill_from = \"2000-01-01T00:00:00Z\"")
+        .replace("score = \"count * value\"", "score = 'count * value * (gift_id == \"rocket\" ? 2 : 1)'");
+    format!("{boards}{checks}\n[[board]]{shadow}")
+}
+
+/// Whether `BENCH_OPS_FEATURES` (default `hide,checks,shadow`) names
+/// `feature`: one at a time shows what each costs.
+fn operator_feature(feature: &str) -> bool {
+    std::env::var("BENCH_OPS_FEATURES")
+        .unwrap_or_else(|_| "hide,checks,shadow".into())
+        .split(',')
+        .any(|f| f.trim() == feature)
+}
 
 /// The 2,000-event setting issue 32 measures beside the defaults.
 const SMALL_BATCH: Batch = (2000, 20);
@@ -139,11 +198,12 @@ async fn produce(broker: &Broker, topic: &str, events: u64) {
     );
 }
 
-/// Consumes the topic into `boards` with the batch settings `batch`,
-/// recording Redis's per-command and per-script time over the run.
+/// Consumes the topic into `boards` (with the operator features when
+/// `operated`) with the batch settings `batch`, recording Redis's
+/// per-command and per-script time over the run.
 async fn measure(
     setup: (&Broker, &Redis, &str),
-    boards: &str,
+    (boards, operated): (&str, bool),
     events: u64,
     batch: Batch,
 ) -> (Run, CommandStats, BTreeMap<String, ScriptTime>) {
@@ -156,7 +216,29 @@ async fn measure(
         support::slowlog_all(redis, 2_000_000).await;
     }
     perf_control("enable");
-    let run = consume(broker, redis, topic, boards, events, batch).await;
+    let run = if operated {
+        // The operator features: the quarantine topic the checks need, the
+        // hidden member, and the shadow board's own consumer group.
+        let prepare = |s: &mut Setup| {
+            s.quarantine = Some(unique("quarantine"));
+            if operator_feature("hide") {
+                support::hide(redis, &s.prefix, "u1", "star_fans");
+            }
+        };
+        if boards.contains("shadow_of") {
+            let served = support::Served {
+                boards,
+                batch,
+                prepare: &prepare,
+            };
+            support::consume_with_shadow("star_coins_v2", broker, redis, topic, served, events)
+                .await
+        } else {
+            support::consume_with(broker, redis, topic, boards, events, batch, &prepare).await
+        }
+    } else {
+        consume(broker, redis, topic, boards, events, batch).await
+    };
     perf_control("disable");
     let scripts = if slowlog {
         support::script_split(redis).await
@@ -310,7 +392,7 @@ async fn main() {
                 batch.0, batch.1
             );
             let servers = (&broker, &redis, topic.as_str());
-            let (run, commands, scripts) = measure(servers, &boards, events, batch).await;
+            let (run, commands, scripts) = measure(servers, (&boards, false), events, batch).await;
             measured.push(Measured {
                 name,
                 batch: label,
@@ -321,9 +403,65 @@ async fn main() {
             });
         }
     }
+    operator_rows(&broker, &redis, events, &mut measured).await;
     print_summary(events, &measured, &base);
     for m in &measured {
         print_split(m);
+    }
+}
+
+/// The `-ops` workloads `BENCH_OPS` names (default `plain,windows`; empty:
+/// none), each beside the same workload without the operator features
+/// (`<workload>@spread`), on a stream of `events` whose times are 20 ms
+/// apart, at every batch setting, in alternating order over
+/// `BENCH_OPS_ROUNDS` rounds (default 2).
+async fn operator_rows(broker: &Broker, redis: &Redis, events: u64, out: &mut Vec<Measured>) {
+    let chosen = std::env::var("BENCH_OPS").unwrap_or_else(|_| "plain,windows".into());
+    let pairs = [
+        ("plain@spread", "plain-ops", PLAIN.to_string()),
+        ("windows@spread", "windows-ops", WINDOWS.to_string()),
+    ];
+    let pairs: Vec<_> = pairs
+        .into_iter()
+        .filter(|(base, _, _)| {
+            chosen
+                .split(',')
+                .any(|w| base.starts_with(&format!("{}@", w.trim())))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let topic = unique("bench-spread");
+    broker.create_topic(&topic, 8).await;
+    let options = support::zipf_options(broker, &topic, events, EventType::Gift, 43);
+    let sent = support::produce_spread(options, 20).await;
+    eprintln!("produced {sent} events 20 ms apart for the operator features");
+    for round in 0..env_u64("BENCH_OPS_ROUNDS", 2) {
+        for (base, ops, boards) in &pairs {
+            for (label, batch) in batches() {
+                let with_ops = with_operator(boards);
+                let mut order = [(*base, boards.clone()), (*ops, with_ops)];
+                if round % 2 == 1 {
+                    order.reverse();
+                }
+                for (name, boards) in order {
+                    eprintln!("round {}, {name}: batch {label}", round + 1);
+                    let servers = (broker, redis, topic.as_str());
+                    let operated = name.ends_with("-ops");
+                    let (run, commands, scripts) =
+                        measure(servers, (&boards, operated), events, batch).await;
+                    out.push(Measured {
+                        name,
+                        batch: label.clone(),
+                        target: None,
+                        run,
+                        commands,
+                        scripts,
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -345,6 +483,34 @@ async fn redis_pid(redis: &Redis) -> String {
 /// `rate / base` as `12.3x`, or `-` without a base.
 fn ratio(rate: f64, base: Option<f64>) -> String {
     base.map_or("-".to_string(), |b| format!("{:.1}x", rate / b.max(1e-9)))
+}
+
+/// Each `-ops` row against the same workload and batch without the
+/// operator features (issue 32: within 20%, a ratio of at least 0.80).
+fn print_operator_ratios(measured: &[Measured]) {
+    // Rows come in pairs of one round: the workload with and without.
+    for pair in measured.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let (m, without) = match (a.name.ends_with("-ops"), b.name.ends_with("-ops")) {
+            (true, false) => (a, b),
+            (false, true) => (b, a),
+            _ => continue,
+        };
+        if m.batch != without.batch || !without.name.ends_with("@spread") {
+            continue;
+        }
+        let r = m.run.events_per_s / without.run.events_per_s.max(1e-9);
+        let verdict = if r >= 0.80 { "ok" } else { "MISS" };
+        println!(
+            "  {} at {}: {r:.2}x of {} (>= 0.80 {verdict}; Redis {:+.2}, rankflow {:+.2} CPU-µs/ev; {} quarantined)",
+            m.name,
+            m.batch,
+            without.name,
+            m.run.redis_us() - without.run.redis_us(),
+            m.run.rankflow_us() - without.run.rankflow_us(),
+            m.run.quarantined
+        );
+    }
 }
 
 /// One line of the summary table.
@@ -395,6 +561,7 @@ fn print_summary(events: u64, measured: &[Measured], base: &Baselines) {
         let vs = (ratio(rate, seed_rate), target, ratio(rate, naive_rate));
         print_row(m.name, &m.batch, &m.run, vs);
     }
+    print_operator_ratios(measured);
     let mut notes = Vec::new();
     if let Some((n, run)) = &base.seed {
         let vs = (

@@ -199,6 +199,66 @@ pub async fn consume_with(
     batch: (usize, u64),
     prepare: &dyn Fn(&mut Setup),
 ) -> Run {
+    let served = Served {
+        boards,
+        batch,
+        prepare,
+    };
+    consume_until(broker, redis, topic, served, Until::Counted(events)).await
+}
+
+/// [`consume_with`] for a configuration with the shadow board `shadow`: the
+/// run ends when the live consumers have counted the topic's `events` and
+/// the shadow's own consumer group has been through them too (its backfill
+/// positions, which count no events in `rankflow_events_total`).
+pub async fn consume_with_shadow(
+    shadow: &str,
+    broker: &Broker,
+    redis: &Redis,
+    topic: &str,
+    served: Served<'_>,
+    events: u64,
+) -> Run {
+    consume_until(
+        broker,
+        redis,
+        topic,
+        served,
+        Until::Backfilled(events, shadow),
+    )
+    .await
+}
+
+/// When a measured run ends.
+pub enum Until<'a> {
+    /// Once the live consumers have counted this many events.
+    Counted(u64),
+    /// Once they have, and the shadow board's backfill positions
+    /// (`<prefix>:positions~backfill:<shadow>`, next offsets) add up to as
+    /// many.
+    Backfilled(u64, &'a str),
+}
+
+/// What a measured run serves: its boards, batch settings and set-up.
+pub struct Served<'a> {
+    pub boards: &'a str,
+    pub batch: (usize, u64),
+    pub prepare: &'a dyn Fn(&mut Setup),
+}
+
+/// Runs rankflow over the topic until `until` holds.
+async fn consume_until(
+    broker: &Broker,
+    redis: &Redis,
+    topic: &str,
+    served: Served<'_>,
+    until: Until<'_>,
+) -> Run {
+    let Served {
+        boards,
+        batch,
+        prepare,
+    } = served;
     let mut setup = Setup::new(broker, redis, boards);
     setup.topic = topic.to_string();
     setup.batch = batch;
@@ -248,7 +308,7 @@ pub async fn consume_with(
         if n > 0.0 && started.is_none() {
             started = Some(Instant::now());
         }
-        if n >= events as f64 {
+        if done(redis, &setup.prefix, &until, n).await {
             let took = started.map_or(0.0, |s| s.elapsed().as_secs_f64());
             let (cpu1, redis1) = (process_cpu_s(), redis_usage(redis).await);
             let (fs, fc) = flushes(&text);
@@ -610,4 +670,38 @@ pub async fn consume_seed(broker: &Broker, redis: &Redis, topic: &str, events: u
         run.commands_per_event()
     );
     run
+}
+
+/// Writes `member` hidden from `board` into the moderation record under
+/// `prefix` (docs/redis-layout.md), as `rankflow member hide` leaves it,
+/// before the consumers start: the write path then routes its updates to
+/// the hidden twins of the board's views.
+pub fn hide(redis: &Redis, prefix: &str, member: &str, board: &str) {
+    let entry = serde_json::to_string(&rankflow::moderation::HiddenEntry {
+        boards: Some(vec![board.to_string()]),
+        at: 0,
+        actor: "bench".to_string(),
+        reason: None,
+    })
+    .expect("JSON");
+    let key = format!("{prefix}:moderation");
+    redis.cli(&["HSET", &key, &format!("h:{member}"), &entry]);
+    redis.cli(&["HINCRBY", &key, "~gen", "1"]);
+}
+
+/// Whether a run that counted `n` events is done (`Until`).
+async fn done(redis: &Redis, prefix: &str, until: &Until<'_>, n: f64) -> bool {
+    match *until {
+        Until::Counted(events) => n >= events as f64,
+        Until::Backfilled(events, _) if n < events as f64 => false,
+        Until::Backfilled(events, shadow) => {
+            let mut conn = redis.conn().await;
+            let positions: std::collections::HashMap<String, i64> = redis::cmd("HGETALL")
+                .arg(format!("{prefix}:positions~backfill:{shadow}"))
+                .query_async(&mut conn)
+                .await
+                .unwrap_or_default();
+            positions.values().sum::<i64>() >= events as i64
+        }
+    }
 }
