@@ -23,20 +23,7 @@ mod support;
 
 use common::*;
 use rankflow::event::EventType;
-use support::{PLAIN, Run, consume_with, env_u64};
-
-const CHECKS: &str = r#"
-[[check]]
-name = "gift_cap"
-event = "gift"
-rule = "count * value <= 100000"
-
-[[check]]
-name = "gift_rate"
-event = "gift"
-member = "sender_id"
-max_rate = "500/1m"
-"#;
+use support::{CHECKS, PLAIN, Run, consume_with, env_u64};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {

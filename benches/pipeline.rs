@@ -61,7 +61,7 @@ use std::time::Instant;
 
 use common::*;
 use rankflow::event::EventType;
-use support::{CommandStats, PLAIN, Run, ScriptTime, consume, env_u64};
+use support::{CHECKS, CommandStats, PLAIN, Run, ScriptTime, consume, env_u64};
 
 const WINDOWS: &str = r#"
 [[board]]
@@ -95,36 +95,20 @@ tie_break = "earliest"
 /// A batch setting: `max_events`, `max_delay_ms`.
 type Batch = (usize, u64);
 
-/// The operator features of the `-ops` workloads: a rule check and a rate
-/// check (at most 500 gifts of one sender per minute of event time, as in
-/// `benches/checks.rs`), and a shadow of `star_coins` with new prices
-/// ([`with_operator`]) whose backfill started before the stream: its own
+/// The workload's boards with the operator features of the `-ops` rows:
+/// a rule check and a rate check (`support::CHECKS`: at most 500 gifts of
+/// one sender per minute of event time), and `star_coins_v2`, a shadow of
+/// the workload's `star_coins` (the same views, as a shadow must keep
+/// them) with new prices, whose backfill starts before the stream: its own
 /// consumer group applies every event to it, as a shadow that has caught
-/// up does. The run also
-/// hides the top sender `u1` from `star_fans` (`support::hide`). They run
-/// on a stream whose event times are 20 ms apart, as a live stream's are
-/// (in the main stream every event has nearly the same time, and a rate
-/// check would quarantine most of the top senders' events), beside the
-/// same workload without them on that stream.
-const OPERATOR: &str = r#"
-[[check]]
-name = "gift_cap"
-event = "gift"
-rule = "count * value <= 100000"
-
-[[check]]
-name = "gift_rate"
-event = "gift"
-member = "sender_id"
-max_rate = "500/1m"
-"#;
-
-/// The workload's boards with the operator features: [`OPERATOR`]'s
-/// checks, and `star_coins_v2`, a shadow of the workload's `star_coins`
-/// (the same views, as a shadow must keep them) with new prices.
+/// up does. The run also hides the top sender `u1` from `star_fans`
+/// (`support::hide`). They run on a stream whose event times are 20 ms
+/// apart, as a live stream's are (in the main stream every event has
+/// nearly the same time, and a rate check would quarantine most of the top
+/// senders' events), beside the same workload without them on that stream.
 fn with_operator(boards: &str) -> String {
     let checks = if operator_feature("checks") {
-        OPERATOR
+        CHECKS
     } else {
         ""
     };

@@ -705,3 +705,20 @@ async fn done(redis: &Redis, prefix: &str, until: &Until<'_>, n: f64) -> bool {
         }
     }
 }
+
+/// One rule check and one rate check on gifts (docs/checks.md): at most
+/// 500 gifts of one sender per minute of event time, and no gift worth
+/// more than 100,000 coins (`benches/checks.rs`, and the operator features
+/// of `benches/pipeline.rs`).
+pub const CHECKS: &str = r#"
+[[check]]
+name = "gift_cap"
+event = "gift"
+rule = "count * value <= 100000"
+
+[[check]]
+name = "gift_rate"
+event = "gift"
+member = "sender_id"
+max_rate = "500/1m"
+"#;

@@ -295,7 +295,6 @@ async fn the_apply_script_writes_what_a_plain_model_computes() {
 #[tokio::test]
 async fn one_or_two_members_per_call_are_added_as_the_model_sums() {
     let redis = common::Redis::start();
-    let mut c = redis.conn().await;
     let boards = r#"
 [[board]]
 name = "mfew"
@@ -322,15 +321,7 @@ periods = ["all"]
             })
             .collect();
         direct.apply(&events).await;
-        let got: Vec<(String, f64)> = redis::cmd("ZRANGE")
-            .arg(format!("{prefix}:{{mfew}}:all"))
-            .arg(0)
-            .arg(-1)
-            .arg("WITHSCORES")
-            .query_async(&mut c)
-            .await
-            .expect("ZRANGE");
-        let got: BTreeMap<String, f64> = got.into_iter().collect();
+        let got = redis.zset(&format!("{prefix}:{{mfew}}:all")).await;
         let want: BTreeMap<String, f64> =
             model.iter().map(|(m, s)| (m.clone(), *s as f64)).collect();
         assert_eq!(got, want, "call {call}");
