@@ -1,6 +1,7 @@
 //! What this consumer remembers having written, so that a batch does not
 //! send it again: key expiries, due-set registrations of archived periods,
-//! scope-registry entries and member-index entries. All four are hints: forgetting them only
+//! scope-registry entries, member-index entries and window-registry
+//! entries. All five are hints: forgetting them only
 //! costs writes sent again (each is idempotent), so when Redis is known to
 //! have lost state (its epoch moved) they are forgotten together.
 
@@ -20,6 +21,8 @@ pub(crate) struct Caches {
     pub(crate) scopes: ScopeCache,
     /// (member, instance) pairs registered in the member index.
     pub(crate) members: members::Registered,
+    /// Window instances registered for the background trimmer.
+    pub(crate) windows: Registered,
     /// The store's state epoch the entries belong to.
     epoch: u64,
 }
@@ -39,5 +42,6 @@ impl Caches {
         self.due.clear();
         self.scopes.clear();
         self.members.clear();
+        self.windows.clear();
     }
 }

@@ -18,8 +18,6 @@ pub(crate) struct Member {
     /// Index of the instance in its batch (`u32::MAX` for trim-only calls).
     pub(crate) instance: u32,
     pub(crate) board: usize,
-    /// Hash tag content; every key of the instance shares it.
-    pub(crate) tag: String,
 }
 
 /// One EVALSHA of the apply script.

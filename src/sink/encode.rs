@@ -296,7 +296,6 @@ fn encode(
         member: Member {
             instance,
             board: inst.board,
-            tag: inst.tag.clone(),
         },
         keys: call_keys,
         args,
@@ -515,7 +514,6 @@ pub(crate) fn trims(
                 member: Member {
                     instance: u32::MAX,
                     board: *board_index,
-                    tag: tag.clone(),
                 },
                 keys: call_keys,
                 args,

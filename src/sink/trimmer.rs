@@ -44,8 +44,10 @@ pub(crate) async fn run(
     }
 }
 
-/// Longest time a window instance stays interesting after its last update:
-/// its longest window plus a bucket, plus a minute of slack.
+/// Longest time a window instance stays interesting after its last
+/// registration: its longest window plus a bucket, plus a minute of slack,
+/// plus the `REFRESH` a consumer waits before it registers an instance it
+/// keeps writing again (`writer::windows_wanted`).
 fn horizon_ms(boards: &BoardSet, board: usize) -> i64 {
     boards.boards[board]
         .views
@@ -57,6 +59,9 @@ fn horizon_ms(boards: &BoardSet, board: usize) -> i64 {
         .max()
         .unwrap_or(0)
         + 60_000
+        // A consumer registers an instance again only once a REFRESH, so
+        // its last update may be that much later than its registration.
+        + super::expiry::REFRESH.as_millis() as i64
 }
 
 /// One pass over the registry, if this consumer holds the lock.

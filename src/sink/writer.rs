@@ -21,7 +21,7 @@ use crate::moderation::{Cell, MemberHasher};
 
 use super::caches::Caches;
 use super::call::Call;
-use super::due;
+use super::due::{self, Registered};
 use super::encode;
 use super::members;
 use super::reply::Reply;
@@ -177,7 +177,7 @@ impl Writer {
                 );
                 self.load_moderation().await?;
             }
-            self.remember(calls, &round.pending, lead.map(|f| &f.scopes[..]));
+            self.remember(calls, &round.pending, lead);
             if round.pending.is_empty() {
                 return self.finish(round).await;
             }
@@ -220,7 +220,7 @@ impl Writer {
                 .map(|c| c.command_checking(&scripts.apply, now, record.as_deref())),
         );
         if let Some(f) = first {
-            cmds.extend(registry_commands(&self.boards, calls, now));
+            cmds.extend(registry_command(&self.boards, &f.windows, now));
             cmds.extend(scopes::commands(&f.scopes, now));
         }
         (cmds, registered)
@@ -240,12 +240,14 @@ impl Writer {
     }
 
     /// Records what Redis acknowledged of a round: the expiries of the
-    /// calls applied (not those to send again) and the scope registrations.
-    fn remember(&self, calls: &[Call], pending: &[u32], scopes: Option<&[scopes::ScopeEntries]>) {
+    /// calls applied (not those to send again) and, in the first round, the
+    /// scope and window registrations.
+    fn remember(&self, calls: &[Call], pending: &[u32], first: Option<&First>) {
         let now = Instant::now();
         let mut caches = self.caches();
-        if let Some(entries) = scopes {
-            scopes::record(&mut caches.scopes, entries, now);
+        if let Some(f) = first {
+            scopes::record(&mut caches.scopes, &f.scopes, now);
+            caches.windows.record(f.windows.iter().cloned(), now);
         }
         let applied = calls.iter().filter(|c| {
             c.members
@@ -266,14 +268,17 @@ impl Writer {
         }
         let registrations = self.register_members(updates).await?;
         self.register_due(updates).await?;
+        let caches = self.caches();
         let scopes = scopes::wanted(
             &self.boards,
             &updates.instances,
-            &self.caches().scopes,
+            &caches.scopes,
             Instant::now(),
         );
+        let windows = windows_wanted(&self.boards, updates, &caches.windows, Instant::now());
         Ok(First {
             scopes,
+            windows,
             registrations,
         })
     }
@@ -323,6 +328,8 @@ impl Writer {
 struct First {
     /// Scope registrations, behind the calls.
     scopes: Vec<scopes::ScopeEntries>,
+    /// Window instances to register for the trimmer, behind the calls.
+    windows: Vec<String>,
     /// On one node: member-index registrations, in front of the calls, and
     /// what to remember once Redis took them.
     registrations: Option<(Vec<redis::Cmd>, members::Wanted)>,
@@ -418,21 +425,37 @@ impl Round<'_> {
     }
 }
 
-/// Registers instances with windows for the background trimmer.
-fn registry_commands(boards: &BoardSet, calls: &[Call], now: i64) -> Vec<redis::Cmd> {
-    let tags: Vec<&str> = calls
+/// The batch's instances with windows that this consumer has not
+/// registered for the background trimmer within `expiry::REFRESH`: a batch
+/// that brings no new instance registers none (the trimmer keeps an
+/// instance that much longer than its windows need, `trimmer::horizon_ms`).
+fn windows_wanted(
+    boards: &BoardSet,
+    updates: &Updates,
+    sent: &Registered,
+    now: Instant,
+) -> Vec<String> {
+    let mut tags: Vec<String> = updates
+        .instances
         .iter()
-        .flat_map(|c| &c.members)
-        .filter(|m| boards.boards[m.board].has_windows())
-        .map(|m| m.tag.as_str())
+        .filter(|i| boards.boards[i.board].has_windows() && sent.wanted(&i.tag, now))
+        .map(|i| i.tag.clone())
         .collect();
+    tags.sort_unstable();
+    tags.dedup();
+    tags
+}
+
+/// Registers instances with windows for the background trimmer, with the
+/// time of this batch.
+fn registry_command(boards: &BoardSet, tags: &[String], now: i64) -> Option<redis::Cmd> {
     if tags.is_empty() {
-        return Vec::new();
+        return None;
     }
     let mut cmd = redis::cmd("ZADD");
     cmd.arg(keys::window_registry_key(&boards.key_prefix));
     for t in tags {
         cmd.arg(now).arg(t);
     }
-    vec![cmd]
+    Some(cmd)
 }

@@ -237,3 +237,58 @@ async fn windows_slide_with_the_clock_and_aggregates_keep_their_tie_breaks() {
     );
     app.stop().await;
 }
+
+/// The trimmer's registry of window instances (`<prefix>:windows`) is
+/// written per new instance, not per batch: a batch whose instances this
+/// consumer registered within the last minute sends no registration, and
+/// one that brings a new instance registers only that one.
+#[tokio::test]
+async fn a_batch_with_no_new_window_instance_registers_nothing() {
+    use common::direct::Direct;
+
+    let redis = Redis::start();
+    let prefix = unique("wr");
+    let boards = r#"
+[[board]]
+name = "w"
+event = "score"
+member = "user_id"
+scope = "game_id"
+score = "points"
+windows = ["10m/1m"]
+"#;
+    let t0 = 1_800_000_000_000i64;
+    let mut d = Direct::new(&redis.url(), &prefix, boards, t0).await;
+    let event = |i: usize, game: &str, at: i64| {
+        json!({"type": "score", "event_id": format!("r{i}"), "ts": at - 1000,
+               "user_id": format!("u{i}"), "game_id": game, "points": 5})
+    };
+    let registry = format!("{prefix}:windows");
+    d.apply(&[event(1, "g1", t0), event(2, "g2", t0)]).await;
+    let first = redis.zset(&registry).await;
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert!(first.values().all(|&at| at == t0 as f64), "{first:?}");
+    d.clock.set(t0 + 30_000);
+    d.apply(&[event(3, "g1", t0 + 30_000), event(4, "g2", t0 + 30_000)])
+        .await;
+    assert_eq!(
+        redis.zset(&registry).await,
+        first,
+        "no new instance: nothing registered"
+    );
+    d.apply(&[event(5, "g3", t0 + 30_000), event(6, "g1", t0 + 30_000)])
+        .await;
+    let third = redis.zset(&registry).await;
+    let new: Vec<f64> = third
+        .iter()
+        .filter(|(tag, _)| !first.contains_key(*tag))
+        .map(|(_, at)| *at)
+        .collect();
+    assert_eq!(
+        new,
+        [(t0 + 30_000) as f64],
+        "only the new instance: {third:?}"
+    );
+    assert_eq!(third.len(), 3, "{third:?}");
+    println!("registry: 2 instances, unchanged by a batch of the same ones, then 1 more");
+}
