@@ -75,8 +75,8 @@ pub struct Board {
     pub(crate) composite: Option<Composite>,
     /// Board option `dense_ranks`: views keep the dense-rank index `K:v`
     /// on the write path. Default: on for composite boards only. The index
-    /// costs every update that changes a value 2–5 µs of Redis at
-    /// 2,000-event batches, while a dense read without it walks about 4 µs
+    /// costs the write path 2–9 µs of Redis per event at 2,000-event
+    /// batches, while a dense read without it walks about 4 µs
     /// per distinct value above the member (BENCHMARKS.md, "The dense-rank
     /// index: write cost against read cost"), so it pays only where clients
     /// read dense ranks deep and often; composite boards have no walk.
