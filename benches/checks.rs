@@ -10,7 +10,9 @@
 //!   times are 20 ms apart, as a live stream's would be),
 //!
 //! alternating `BENCH_ROUNDS` times (default 3; every other round starts
-//! with checks). Prints events/s, CPU-µs
+//! with checks; `BENCH_ONLY=with` or `without` runs only one of the two, for
+//! a profile, and `BENCH_PERF_CTL` names a `perf record --control` FIFO
+//! that samples only while events are consumed). Prints events/s, CPU-µs
 //! per event of rankflow and of Redis, Redis commands per event and each
 //! run's ratio to the run without checks of its round; then the memory of
 //! the rate state per member (`MEMORY USAGE` of its keys).
@@ -46,6 +48,7 @@ async fn main() {
     let with_checks = format!("{PLAIN}{CHECKS}");
     let mut runs: Vec<(&str, Run)> = Vec::new();
     let mut state = (0.0, 0.0, 0usize);
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
     for round in 0..rounds {
         // Every other round starts with checks, so that a machine getting
         // busier or quieter during the run favours neither.
@@ -54,9 +57,13 @@ async fn main() {
             order.reverse();
         }
         for (name, checked) in order {
+            if (only == "with" && !checked) || (only == "without" && checked) {
+                continue;
+            }
             eprintln!("round {}, {name}:", round + 1);
             let prefix = std::sync::Mutex::new(String::new());
             let boards = if checked { &with_checks } else { PLAIN };
+            support::perf_control("enable");
             let run = consume_with(&broker, &redis, &topic, boards, events, batch, &|s| {
                 if checked {
                     s.quarantine = Some(unique("quarantine"));
@@ -64,6 +71,7 @@ async fn main() {
                 *prefix.lock().expect("prefix") = s.prefix.clone();
             })
             .await;
+            support::perf_control("disable");
             if checked {
                 let prefix = prefix.lock().expect("prefix").clone();
                 state = rate_state(&redis, &prefix).await;
@@ -71,7 +79,7 @@ async fn main() {
             runs.push((name, run));
         }
         // Listed without checks first in every round.
-        if round % 2 == 1 {
+        if round % 2 == 1 && only.is_empty() {
             let n = runs.len();
             runs.swap(n - 2, n - 1);
         }

@@ -161,16 +161,6 @@ struct Baselines {
     naive: Option<(u64, Run)>,
 }
 
-/// Tells `perf record --control` (if the profile script started us under
-/// it) to start or stop sampling.
-fn perf_control(command: &str) {
-    if let Ok(path) = std::env::var("BENCH_PERF_CTL")
-        && let Err(e) = std::fs::write(&path, format!("{command}\n"))
-    {
-        eprintln!("perf control {path}: {e}");
-    }
-}
-
 /// The stream of gift events this benchmark sends (see the header).
 fn stream(broker: &Broker, topic: &str, events: u64, seed: u64) -> rankflow::produce::Options {
     let mut options = support::zipf_options(broker, topic, events, EventType::Gift, seed);
@@ -210,7 +200,7 @@ async fn measure(
     if slowlog {
         support::slowlog_all(redis, 2_000_000).await;
     }
-    perf_control("enable");
+    support::perf_control("enable");
     let run = if operated {
         // The operator features: the quarantine topic the checks need, the
         // hidden member, and the shadow board's own consumer group.
@@ -234,7 +224,7 @@ async fn measure(
     } else {
         consume(broker, redis, topic, boards, events, batch).await
     };
-    perf_control("disable");
+    support::perf_control("disable");
     let scripts = if slowlog {
         support::script_split(redis).await
     } else {

@@ -722,3 +722,14 @@ event = "gift"
 member = "sender_id"
 max_rate = "500/1m"
 "#;
+
+/// Tells `perf record --control` (if a profile script started the bench
+/// under it, `BENCH_PERF_CTL` naming its control FIFO) to start or stop
+/// sampling.
+pub fn perf_control(command: &str) {
+    if let Ok(path) = std::env::var("BENCH_PERF_CTL")
+        && let Err(e) = std::fs::write(&path, format!("{command}\n"))
+    {
+        eprintln!("perf control {path}: {e}");
+    }
+}
