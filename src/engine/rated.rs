@@ -7,16 +7,11 @@
 //! allocated per event: the messages' keys and payloads are copied into
 //! buffers of [`CHUNK`] bytes that never move (only a quarantined one is
 //! copied out again), and each member's id is allocated once per batch and
-//! shared by its events. A finished batch leaves its buffers and lists to
-//! the next ones ([`Spare`]): memory the process touches for the first time
-//! costs a page fault per 4 KiB, and the allocator hands blocks this large
-//! back to the system when they are freed, so fresh buffers in every batch
-//! cost about a tenth of a consumer's CPU with a rate check on every event
-//! (BENCHMARKS.md, "Checks").
+//! shared by its events.
 
 use std::collections::HashSet;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use crate::sink::rates::Candidate;
 use crate::telemetry::Outcome;
@@ -27,53 +22,6 @@ const CHUNK: usize = 1 << 20;
 
 /// Room for this many events when a batch gets its first.
 const START: usize = 4096;
-
-/// Buffers kept for the next batches at most (with [`CHUNK`], 32 MiB: a
-/// 100,000-event batch of 250-byte messages fills 25).
-const MAX_SPARE: usize = 32;
-
-/// Pairs of lists kept at most: a consumer fills one batch while the one
-/// before it is decided.
-const MAX_LISTS: usize = 2;
-
-/// The lists of a batch's rated events.
-type Lists = (Vec<Candidate>, Vec<Held>);
-
-/// What finished batches left for the next ones: empty buffers of
-/// [`CHUNK`] bytes, and empty lists with their room.
-struct Spare {
-    bytes: Vec<Vec<u8>>,
-    lists: Vec<Lists>,
-}
-
-impl Spare {
-    /// Keeps what a finished batch held, up to the limits: whole buffers
-    /// only (a larger one held a single big message), emptied.
-    fn give(&mut self, bytes: Vec<Vec<u8>>, lists: Lists) {
-        for mut buffer in bytes {
-            if self.bytes.len() < MAX_SPARE && buffer.capacity() == CHUNK {
-                buffer.clear();
-                self.bytes.push(buffer);
-            }
-        }
-        let (mut candidates, mut held) = lists;
-        if self.lists.len() < MAX_LISTS && candidates.capacity() > 0 {
-            candidates.clear();
-            held.clear();
-            self.lists.push((candidates, held));
-        }
-    }
-}
-
-/// One per process: the consumers' batches take turns with it.
-static SPARE: Mutex<Spare> = Mutex::new(Spare {
-    bytes: Vec::new(),
-    lists: Vec::new(),
-});
-
-fn spare() -> std::sync::MutexGuard<'static, Spare> {
-    SPARE.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A rated event's message, for the quarantine topic: where it came from,
 /// and where its key and payload are in the batch's buffers.
@@ -131,14 +79,9 @@ impl Rated {
 
     pub(crate) fn push(&mut self, candidate: Candidate, msg: Message<'_>, outcome: Outcome) {
         if self.candidates.capacity() == 0 {
-            match spare().lists.pop() {
-                Some((candidates, held)) => (self.candidates, self.held) = (candidates, held),
-                None => {
-                    // Batches of checked events are seldom small.
-                    self.candidates.reserve(START);
-                    self.held.reserve(START);
-                }
-            }
+            // Batches of checked events are seldom small.
+            self.candidates.reserve(START);
+            self.held.reserve(START);
         }
         let key = msg.key.map(|k| self.keep(k));
         let payload = self.keep(msg.payload);
@@ -158,12 +101,7 @@ impl Rated {
             .last()
             .is_some_and(|b| b.capacity() - b.len() >= bytes.len());
         if !fits {
-            let reused = match bytes.len() <= CHUNK {
-                true => spare().bytes.pop(),
-                false => None,
-            };
-            self.bytes
-                .push(reused.unwrap_or_else(|| Vec::with_capacity(CHUNK.max(bytes.len()))));
+            self.bytes.push(Vec::with_capacity(CHUNK.max(bytes.len())));
         }
         let chunk = self.bytes.len() - 1;
         let buffer = &mut self.bytes[chunk];
@@ -195,22 +133,6 @@ impl Rated {
         let mut keep = self.candidates.iter().map(|c| !gone.contains(&c.part));
         self.held.retain(|_| keep.next().unwrap_or(true));
         self.candidates.retain(|c| !gone.contains(&c.part));
-    }
-}
-
-impl Drop for Rated {
-    fn drop(&mut self) {
-        if self.candidates.capacity() == 0 && self.bytes.is_empty() {
-            return;
-        }
-        let (mut candidates, mut held) = (
-            std::mem::take(&mut self.candidates),
-            std::mem::take(&mut self.held),
-        );
-        // Emptied before the lock is taken: that drops the members' ids.
-        candidates.clear();
-        held.clear();
-        spare().give(std::mem::take(&mut self.bytes), (candidates, held));
     }
 }
 
@@ -272,59 +194,6 @@ mod tests {
             let (k, p) = rated.message(held);
             assert_eq!(k.as_deref(), key);
             assert_eq!(p, payload);
-        }
-    }
-
-    #[test]
-    fn a_finished_batch_leaves_whole_buffers_and_lists_within_the_limits() {
-        let mut spare = Spare {
-            bytes: Vec::new(),
-            lists: Vec::new(),
-        };
-        let mut full = Vec::with_capacity(CHUNK);
-        full.extend_from_slice(b"held");
-        let big = Vec::with_capacity(CHUNK + 1);
-        let lists = || (Vec::with_capacity(START), Vec::with_capacity(START));
-        spare.give(vec![full, big], lists());
-        assert_eq!(spare.bytes.len(), 1, "the larger buffer is not kept");
-        assert!(spare.bytes[0].is_empty(), "kept buffers are emptied");
-        for _ in 0..MAX_SPARE + 5 {
-            spare.give(vec![Vec::with_capacity(CHUNK)], lists());
-        }
-        assert_eq!(spare.bytes.len(), MAX_SPARE);
-        assert_eq!(spare.lists.len(), MAX_LISTS);
-        assert!(
-            spare
-                .lists
-                .iter()
-                .all(|(c, h)| c.is_empty() && h.is_empty())
-        );
-    }
-
-    #[test]
-    fn messages_held_in_reused_buffers_come_back_as_received() {
-        let topic: Arc<str> = Arc::from("t");
-        for round in 0..3u8 {
-            let mut rated = Rated::default();
-            // Messages of a size that leaves old bytes past each one's end
-            // in a reused buffer if it were not emptied.
-            let payloads: Vec<Vec<u8>> = (0..2_000u32)
-                .map(|i| vec![round; 100 + (i as usize * 7 + usize::from(round) * 13) % 900])
-                .collect();
-            for (i, payload) in payloads.iter().enumerate() {
-                let c = candidate(&mut rated, 0, i as i64, "m");
-                let msg = Message {
-                    topic: topic.clone(),
-                    partition: 0,
-                    key: None,
-                    payload,
-                };
-                rated.push(c, msg, Outcome::Applied);
-            }
-            assert!(rated.bytes.len() > 1, "round {round}: several buffers");
-            for (held, payload) in rated.held.iter().zip(&payloads) {
-                assert_eq!(&rated.message(held).1, payload, "round {round}");
-            }
         }
     }
 }
