@@ -15,7 +15,12 @@
 //! that samples only while events are consumed). Prints events/s, CPU-µs
 //! per event of rankflow and of Redis, Redis commands per event and each
 //! run's ratio to the run without checks of its round; then the memory of
-//! the rate state per member (`MEMORY USAGE` of its keys).
+//! the rate state per member (`MEMORY USAGE` of its keys); then, unless
+//! `BENCH_WRITES=0`, what writing one member's state costs Redis in
+//! isolation (20,000 states of 250 bytes, 1,000 per command, each written
+//! 5 times): by the rates script's compare-and-set, by a script that only
+//! sets, and by pipelined native `SET`s (the floor, which a native
+//! compare-and-set such as `SET ... IFEQ` of Redis 8.4 would approach).
 //!
 //! Run with `cargo bench --bench checks`.
 
@@ -126,6 +131,205 @@ async fn main() {
         bytes / keys.max(1) as f64,
         entries / keys.max(1) as f64
     );
+    if env_u64("BENCH_WRITES", 1) != 0 {
+        state_writes(&redis).await;
+    }
+}
+
+/// States in the isolated measurement of writes, and bytes in each.
+const STATES: usize = 20_000;
+const STATE_BYTES: usize = 250;
+
+/// How a state is written in [`state_writes`].
+#[derive(Clone, Copy, PartialEq)]
+enum Write {
+    /// The write path's compare-and-set (src/sink/lua/rates.lua).
+    Compared,
+    /// A script that sets each state, comparing nothing.
+    ScriptSet,
+    /// `SET ... PX`, pipelined.
+    Native,
+    /// The states of a bucket as fields of one hash, compared and set by
+    /// one script call per bucket (`HMGET`, then one `HSET`): a layout
+    /// change, measured for the decision it needs.
+    Bucketed,
+}
+
+/// Compare-and-set of a bucket hash's fields (KEYS[1]; ARGV: field,
+/// state read, state to store, per state): the indices of the fields
+/// that had changed, none written then.
+const BUCKETED: &str = r#"
+local n = #ARGV / 3
+local fields = {}
+for i = 1, n do fields[i] = ARGV[3 * i - 2] end
+local got = redis.call('HMGET', KEYS[1], unpack(fields))
+local changed, pairs = {}, {}
+for i = 1, n do
+  if (got[i] or '') ~= ARGV[3 * i - 1] then
+    changed[#changed + 1] = i
+  else
+    pairs[#pairs + 1] = fields[i]
+    pairs[#pairs + 1] = ARGV[3 * i]
+  end
+end
+if #pairs > 0 then redis.call('HSET', KEYS[1], unpack(pairs)) end
+return changed
+"#;
+
+/// Redis CPU-µs per state written, for each way of writing (see the
+/// header), each measured twice, alternating.
+async fn state_writes(redis: &Redis) {
+    let mut c = redis.conn().await;
+    let compared: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(include_str!("../src/sink/lua/rates.lua"))
+        .query_async(&mut c)
+        .await
+        .expect("load rates.lua");
+    let set_only: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg("for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[3 * i - 1], 'PX', ARGV[3 * i]) end return {}")
+        .query_async(&mut c)
+        .await
+        .expect("load the set-only script");
+    let bucketed: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(BUCKETED)
+        .query_async(&mut c)
+        .await
+        .expect("load the bucket script");
+    let prefix = unique("writes");
+    let keys: Vec<String> = (0..STATES)
+        .map(|i| format!("{prefix}:rate:{{{:02x}}}:gift:m{i}", i % 256))
+        .collect();
+    // A state of the given generation: differs from every other one.
+    let state = |i: usize, generation: usize| {
+        let mut v = format!("{generation}:{i}:").into_bytes();
+        v.resize(STATE_BYTES, b'.');
+        v
+    };
+    let mut generation = 0;
+    let mut pipe = redis::pipe();
+    for (i, k) in keys.iter().enumerate() {
+        pipe.cmd("SET")
+            .arg(k)
+            .arg(state(i, 0))
+            .arg("PX")
+            .arg(3_660_000)
+            .ignore();
+    }
+    let () = pipe.query_async(&mut c).await.expect("first states");
+    // The same states as fields of 256 bucket hashes.
+    let bucket_key = |b: usize| format!("{prefix}:rates:{{{b:02x}}}:gift");
+    let mut by_bucket: Vec<Vec<usize>> = vec![Vec::new(); 256];
+    for i in 0..STATES {
+        by_bucket[i % 256].push(i);
+    }
+    let mut pipe = redis::pipe();
+    for (b, members) in by_bucket.iter().enumerate() {
+        for &i in members {
+            pipe.cmd("HSET")
+                .arg(bucket_key(b))
+                .arg(format!("m{i}"))
+                .arg(state(i, 0))
+                .ignore();
+        }
+    }
+    let () = pipe.query_async(&mut c).await.expect("first bucket states");
+    let mut bucket_generation = 0;
+    let ways = [
+        (Write::Compared, "rates.lua compare-and-set"),
+        (Write::ScriptSet, "a script that only sets"),
+        (Write::Native, "native SET, pipelined"),
+        (Write::Bucketed, "per-bucket hash (layout change)"),
+    ];
+    println!(
+        "  writing one member's state in isolation ({STATES} states of {STATE_BYTES} bytes, 1,000 per command):"
+    );
+    for round in 0..2 {
+        for (way, name) in ways {
+            let (cpu0, _) = support::redis_usage(redis).await;
+            for _ in 0..5 {
+                let pipe = if way == Write::Bucketed {
+                    bucket_generation += 1;
+                    let mut pipe = redis::pipe();
+                    for (b, members) in by_bucket.iter().enumerate() {
+                        let mut call = redis::cmd("EVALSHA");
+                        call.arg(&bucketed).arg(1).arg(bucket_key(b));
+                        for &i in members {
+                            call.arg(format!("m{i}"))
+                                .arg(state(i, bucket_generation - 1))
+                                .arg(state(i, bucket_generation));
+                        }
+                        pipe.add_command(call);
+                    }
+                    pipe
+                } else {
+                    generation += 1;
+                    let sha = if way == Write::Compared {
+                        &compared
+                    } else {
+                        &set_only
+                    };
+                    per_key(way, sha, &keys, &|i| state(i, generation - 1), &|i| {
+                        state(i, generation)
+                    })
+                };
+                let replies: Vec<redis::Value> =
+                    pipe.query_async(&mut c).await.expect("write states");
+                for reply in replies {
+                    let changed: Vec<i64> = redis::from_redis_value(reply).expect("indices");
+                    assert!(changed.is_empty(), "no state changed under the writes");
+                }
+            }
+            let (cpu1, _) = support::redis_usage(redis).await;
+            let per_state = (cpu1 - cpu0) * 1e6 / (5 * STATES) as f64;
+            println!(
+                "    round {}: {name:<32} {per_state:>6.2} Redis CPU-µs per state",
+                round + 1
+            );
+        }
+    }
+    let mut check = redis::cmd("GET");
+    let stored: Vec<u8> = check
+        .arg(&keys[7])
+        .query_async(&mut c)
+        .await
+        .expect("a state");
+    assert_eq!(stored, state(7, generation), "the last write is stored");
+}
+
+/// The commands that write every state of `keys` once, one key per state:
+/// `before(i)` is the state stored, `after(i)` the one to store.
+fn per_key(
+    way: Write,
+    sha: &str,
+    keys: &[String],
+    before: &dyn Fn(usize) -> Vec<u8>,
+    after: &dyn Fn(usize) -> Vec<u8>,
+) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    for (n, chunk) in keys.chunks(1_000).enumerate() {
+        let at = n * 1_000;
+        if way == Write::Native {
+            for (j, k) in chunk.iter().enumerate() {
+                pipe.cmd("SET")
+                    .arg(k)
+                    .arg(after(at + j))
+                    .arg("PX")
+                    .arg(3_660_000)
+                    .ignore();
+            }
+            continue;
+        }
+        let mut call = redis::cmd("EVALSHA");
+        call.arg(sha).arg(chunk.len()).arg(chunk);
+        for j in 0..chunk.len() {
+            call.arg(before(at + j)).arg(after(at + j)).arg(3_660_000);
+        }
+        pipe.add_command(call);
+    }
+    pipe
 }
 
 /// The rate states of `prefix`: total `MEMORY USAGE`, total passed events
