@@ -464,8 +464,20 @@ pub(crate) fn reader_properties(
         .push(("enable.auto.commit".to_string(), "false".to_string()));
     p.forced
         .push(("enable.partition.eof".to_string(), "true".to_string()));
+    // A reader reads to the end and stops: the end shows as a fetch that
+    // brings nothing, which the broker holds back up to this long waiting
+    // for new messages (librdkafka's default is 500 ms). A shadow board's
+    // backfill reads the quarantine topic before each of its batches, which
+    // seldom has anything new: at 500 ms that wait paced the backfill.
+    p.forced.push((
+        "fetch.wait.max.ms".to_string(),
+        READER_FETCH_WAIT_MS.to_string(),
+    ));
     Ok(p)
 }
+
+/// How long a reader's fetch waits at the end of a partition (ms).
+const READER_FETCH_WAIT_MS: u32 = 10;
 
 /// Checks every client `rankflow run` creates — the consumer and, with a
 /// dead-letter topic, its producer — with throw-away quiet clients.
