@@ -130,9 +130,10 @@ pub(crate) fn find(
     parts: &[TopicPartition],
     from_ms: i64,
 ) -> Result<Found, String> {
-    let consumer: BaseConsumer = client::reader_properties(kafka, Role::BackfillReader)
-        .and_then(|p| p.create())
-        .map_err(|e| e.to_string())?;
+    let consumer: BaseConsumer<client::Reader> =
+        client::reader_properties(kafka, Role::BackfillReader)
+            .and_then(|p| p.create_reader())
+            .map_err(|e| e.to_string())?;
     let mut asked = TopicPartitionList::new();
     for (t, p) in parts {
         asked
@@ -176,7 +177,7 @@ pub(crate) fn find(
 
 /// Reads the timestamp of the message at each answered offset.
 fn read_first(
-    consumer: &BaseConsumer,
+    consumer: &BaseConsumer<client::Reader>,
     answers: &mut HashMap<TopicPartition, Answer>,
 ) -> Result<(), String> {
     let mut at = TopicPartitionList::new();

@@ -11,6 +11,7 @@ use rdkafka::config::{ClientConfig, FromClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{BaseProducer, DeliveryResult, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
 
 use super::error::SourceError;
 use crate::config::KafkaConfig;
@@ -202,6 +203,14 @@ impl Properties {
         }
     }
 
+    /// Creates a reader ([`reader_properties`]), as [`Self::create`] does.
+    pub(crate) fn create_reader(&self) -> Result<BaseConsumer<Reader>, ClientError> {
+        match self.config().create_with_context(Reader) {
+            Ok(client) => Ok(client),
+            Err(e) => Err(self.check().err().unwrap_or_else(|| self.unexplained(&e))),
+        }
+    }
+
     /// Creates and drops a client of this role with librdkafka's own log
     /// lines silenced, and on failure names the properties at fault.
     /// librdkafka says which when it refuses a value outright; when only a
@@ -313,6 +322,32 @@ impl Properties {
         }
     }
 }
+
+/// The context of a reader ([`reader_properties`]). librdkafka reports a
+/// partition's end as an error event, and rdkafka hands every error event
+/// to the context as well as to the poller: with the default context each
+/// end a reader reached was an error line in the log (one per partition of
+/// the quarantine topic before each batch of a shadow board's backfill).
+/// The reader expects the end, so only other errors are logged as errors.
+pub(crate) struct Reader;
+
+/// Whether `error` is librdkafka saying it reached a partition's end.
+fn is_partition_end(error: &KafkaError) -> bool {
+    matches!(error, KafkaError::PartitionEOF(_))
+        || error.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF)
+}
+
+impl ClientContext for Reader {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if is_partition_end(&error) {
+            tracing::trace!(target: "librdkafka", reason, "A reader reached a partition's end.");
+        } else {
+            tracing::error!(target: "librdkafka", error = %error, reason, "A Kafka reader failed.");
+        }
+    }
+}
+
+impl ConsumerContext for Reader {}
 
 /// A client context that turns librdkafka's own log lines into debug
 /// lines: a check creates clients that are dropped at once, and their
@@ -514,6 +549,26 @@ pub(crate) fn check_producer(properties: &Properties) -> Result<(), ClientError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_readers_partition_end_is_told_from_its_errors() {
+        let ends = [
+            KafkaError::PartitionEOF(3),
+            KafkaError::Global(RDKafkaErrorCode::PartitionEOF),
+            KafkaError::MessageConsumption(RDKafkaErrorCode::PartitionEOF),
+        ];
+        for e in &ends {
+            assert!(is_partition_end(e), "{e}");
+        }
+        let errors = [
+            KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure),
+            KafkaError::MessageConsumption(RDKafkaErrorCode::UnknownTopicOrPartition),
+            KafkaError::Global(RDKafkaErrorCode::AllBrokersDown),
+        ];
+        for e in &errors {
+            assert!(!is_partition_end(e), "{e}");
+        }
+    }
 
     fn user(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

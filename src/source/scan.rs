@@ -59,8 +59,8 @@ pub(crate) fn scan(
     timeout: Duration,
     mut visit: impl FnMut(&BorrowedMessage<'_>) -> Next,
 ) -> Result<(), String> {
-    let consumer: BaseConsumer = client::reader_properties(kafka, role)
-        .and_then(|p| p.create())
+    let consumer: BaseConsumer<client::Reader> = client::reader_properties(kafka, role)
+        .and_then(|p| p.create_reader())
         .map_err(|e| e.to_string())?;
     let assignment = assignment(&consumer, topic, &start)?;
     let mut pending: BTreeSet<i32> = assignment
@@ -96,7 +96,7 @@ pub(crate) fn scan(
 /// The partitions to read and where each starts; a partition with no
 /// message at or after the time asked for is left out.
 fn assignment(
-    consumer: &BaseConsumer,
+    consumer: &BaseConsumer<client::Reader>,
     topic: &str,
     start: &Start,
 ) -> Result<TopicPartitionList, String> {
