@@ -19,8 +19,10 @@
 //! `BENCH_WRITES=0`, what writing one member's state costs Redis in
 //! isolation (20,000 states of 250 bytes, 1,000 per command, each written
 //! 5 times): by the rates script's compare-and-set, by a script that only
-//! sets, and by pipelined native `SET`s (the floor, which a native
-//! compare-and-set such as `SET ... IFEQ` of Redis 8.4 would approach).
+//! sets, by pipelined native `SET`s (the floor, which a native
+//! compare-and-set such as `SET ... IFEQ` of Redis 8.4 would approach), and
+//! as fields of 256 bucket hashes compared and set by one script call per
+//! bucket (a layout change).
 //!
 //! Run with `cargo bench --bench checks`.
 

@@ -197,18 +197,17 @@ impl Properties {
     /// waiting for a broker (connections start in the background and end
     /// with the client). A rejection names the property: see [`Self::check`].
     pub(crate) fn create<C: FromClientConfig>(&self) -> Result<C, ClientError> {
-        match self.config().create::<C>() {
-            Ok(client) => Ok(client),
-            Err(e) => Err(self.check().err().unwrap_or_else(|| self.unexplained(&e))),
-        }
+        self.explained(self.config().create::<C>())
     }
 
     /// Creates a reader ([`reader_properties`]), as [`Self::create`] does.
     pub(crate) fn create_reader(&self) -> Result<BaseConsumer<Reader>, ClientError> {
-        match self.config().create_with_context(Reader) {
-            Ok(client) => Ok(client),
-            Err(e) => Err(self.check().err().unwrap_or_else(|| self.unexplained(&e))),
-        }
+        self.explained(self.config().create_with_context(Reader))
+    }
+
+    /// A created client, or why librdkafka refused these properties.
+    fn explained<C>(&self, created: Result<C, KafkaError>) -> Result<C, ClientError> {
+        created.map_err(|e| self.check().err().unwrap_or_else(|| self.unexplained(&e)))
     }
 
     /// Creates and drops a client of this role with librdkafka's own log
