@@ -11,7 +11,8 @@
 //!
 //! alternating `BENCH_ROUNDS` times (default 3; every other round starts
 //! with checks; `BENCH_ONLY=with` or `without` runs only one of the two, for
-//! a profile, and `BENCH_PERF_CTL` names a `perf record --control` FIFO
+//! a profile; `BENCH_STATS=1` prints each run's `INFO commandstats` per
+//! event, and `BENCH_PERF_CTL` names a `perf record --control` FIFO
 //! that samples only while events are consumed). Prints events/s, CPU-µs
 //! per event of rankflow and of Redis, Redis commands per event and each
 //! run's ratio to the run without checks of its round; then the memory of
@@ -70,6 +71,11 @@ async fn main() {
             eprintln!("round {}, {name}:", round + 1);
             let prefix = std::sync::Mutex::new(String::new());
             let boards = if checked { &with_checks } else { PLAIN };
+            let stats = env_u64("BENCH_STATS", 0) != 0;
+            let before = match stats {
+                true => Some(support::command_stats(&redis).await),
+                false => None,
+            };
             support::perf_control("enable");
             let run = consume_with(&broker, &redis, &topic, boards, events, batch, &|s| {
                 if checked {
@@ -79,6 +85,16 @@ async fn main() {
             })
             .await;
             support::perf_control("disable");
+            if let Some(before) = before {
+                let delta = support::command_delta(&before, &support::command_stats(&redis).await);
+                for (command, (calls, usec)) in delta {
+                    eprintln!(
+                        "  {name}: {command:<10} {:>7.3} calls/ev {:>7.3} µs/ev",
+                        calls / events as f64,
+                        usec / events as f64
+                    );
+                }
+            }
             if checked {
                 let prefix = prefix.lock().expect("prefix").clone();
                 state = rate_state(&redis, &prefix).await;

@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::config::KafkaConfig;
 use crate::source::client;
+use crate::source::producer::{Producer, Record};
 use crate::telemetry::DlqReason;
 use crate::telemetry::events::DeadLettered;
 
@@ -69,7 +69,7 @@ pub enum DeadLetterError {
 /// Writes dead letters and quarantined events; cheap to clone.
 #[derive(Clone)]
 pub struct DeadLetters {
-    producer: FutureProducer,
+    producer: Producer,
     /// `kafka.dead_letter_topic`: without it invalid messages are only
     /// counted and logged.
     topic: Option<String>,
@@ -98,7 +98,7 @@ impl DeadLetters {
         // Every `[kafka.client]` property a producer takes (TLS, SASL,
         // client id...) passes through; a rejected one names its key.
         let producer = client::dead_letter_properties(config)
-            .and_then(|p| p.create::<FutureProducer>())
+            .and_then(|p| p.create_producer())
             .map_err(|e| DeadLetterError::Client(KafkaError::ClientCreation(e.to_string())))?;
         Ok(Some(DeadLetters {
             producer,
@@ -129,24 +129,22 @@ impl DeadLetters {
                 continue;
             }
             let headers = headers(d, header, value);
-            let mut record = FutureRecord::to(topic).payload(&d.payload).headers(headers);
-            if let Some(k) = &d.key {
-                record = record.key(k);
-            }
+            let mut record = Record::to(topic, &d.payload);
+            record.key = d.key.as_deref();
+            record.headers = Some(headers);
             // Enqueue now (all of them before awaiting any, so librdkafka
             // batches them); a full local queue is waited out briefly.
             let mut tries = 0;
             loop {
-                match self.producer.send_result(record) {
+                match self.producer.enqueue(&record) {
                     Ok(delivery) => break pending.push((i, delivery)),
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r))
+                    Err(KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull))
                         if tries < 200 =>
                     {
-                        record = r;
                         tries += 1;
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
-                    Err((e, _)) => {
+                    Err(e) => {
                         return Err(DeadLetterError::Delivery {
                             topic: topic.clone(),
                             source: e,
@@ -157,19 +155,16 @@ impl DeadLetters {
         }
         let mut first_error = None;
         let mut written = std::collections::BTreeMap::<DlqReason, u64>::new();
-        for (i, f) in pending {
-            match f.await {
-                Ok(Ok(_)) => {
+        for (i, delivery) in pending {
+            match delivery.written().await {
+                Ok(_) => {
                     delivered[i] = true;
                     if let Verdict::Invalid(reason) = letters[i].why {
                         *written.entry(reason).or_default() += 1;
                     }
                 }
-                Ok(Err((e, _))) => {
+                Err(e) => {
                     first_error.get_or_insert((i, e));
-                }
-                Err(_canceled) => {
-                    first_error.get_or_insert((i, KafkaError::Canceled));
                 }
             }
         }

@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde::{Deserialize, Serialize};
 
 use crate::config::KafkaConfig;
 use crate::source::client;
+use crate::source::producer::{Producer, Record};
 
 /// How long the delivery of one audit message may take before the action
 /// answers 503 (it took effect; repeating it announces it again).
@@ -53,7 +53,7 @@ pub enum AuditError {
 /// Logs actions, and publishes them when a topic is configured.
 #[derive(Clone)]
 pub struct Audit {
-    publish: Option<(FutureProducer, String)>,
+    publish: Option<(Producer, String)>,
 }
 
 impl std::fmt::Debug for Audit {
@@ -76,7 +76,7 @@ impl Audit {
             return Ok(Audit::log_only());
         };
         let producer = client::audit_properties(kafka)
-            .and_then(|p| p.create::<FutureProducer>())
+            .and_then(|p| p.create_producer())
             .map_err(|e| AuditError::Client(e.to_string()))?;
         Ok(Audit {
             publish: Some((producer, topic.to_string())),
@@ -98,14 +98,13 @@ impl Audit {
         };
         // Serializing a struct of strings and a JSON value cannot fail.
         let payload = serde_json::to_vec(entry).unwrap_or_default();
-        let record = FutureRecord::to(topic)
-            .key(entry.target.as_bytes())
-            .payload(&payload);
+        let mut record = Record::to(topic, &payload);
+        record.key = Some(entry.target.as_bytes());
         producer
             .send(record, DELIVERY_TIMEOUT)
             .await
             .map(|_| ())
-            .map_err(|(e, _)| AuditError::Delivery {
+            .map_err(|e| AuditError::Delivery {
                 topic: topic.clone(),
                 reason: e.to_string(),
             })

@@ -14,7 +14,6 @@
 use std::time::Duration;
 
 use chrono::SecondsFormat;
-use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde::Serialize;
 use tokio_postgres::types::ToSql;
 
@@ -22,6 +21,7 @@ use crate::board::composite::FieldValues;
 use crate::board::score::MAX_EXACT;
 use crate::config::KafkaConfig;
 use crate::source::client::{self, ClientError, Role};
+use crate::source::producer::{Producer, Record};
 
 use super::ArchiveError;
 use super::copy::{Archive, PeriodKey};
@@ -117,7 +117,7 @@ pub(crate) enum Announced {
 /// Publishes period-closed messages; cheap to clone.
 #[derive(Clone)]
 pub struct Announcer {
-    producer: FutureProducer,
+    producer: Producer,
     topic: String,
     top: usize,
 }
@@ -147,7 +147,7 @@ impl Announcer {
             return Ok(None);
         };
         Ok(Some(Announcer {
-            producer: properties(kafka)?.create()?,
+            producer: properties(kafka)?.create_producer()?,
             topic: topic.to_string(),
             top,
         }))
@@ -236,12 +236,13 @@ impl Announcer {
     async fn publish(&self, key: &str, message: &ClosedMessage) -> Result<(), ArchiveError> {
         let payload =
             serde_json::to_vec(message).map_err(|e| ArchiveError::Announce(e.to_string()))?;
-        let record = FutureRecord::to(&self.topic).key(key).payload(&payload);
+        let mut record = Record::to(&self.topic, &payload);
+        record.key = Some(key.as_bytes());
         self.producer
             .send(record, Duration::from_secs(10))
             .await
             .map(drop)
-            .map_err(|(e, _)| ArchiveError::Announce(format!("topic {}: {e}", self.topic)))
+            .map_err(|e| ArchiveError::Announce(format!("topic {}: {e}", self.topic)))
     }
 }
 

@@ -14,6 +14,7 @@ use rdkafka::producer::{BaseProducer, DeliveryResult, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 
 use super::error::SourceError;
+use super::producer::{Deliveries, Producer};
 use crate::config::KafkaConfig;
 use crate::config::redact;
 
@@ -79,6 +80,17 @@ impl Role {
             }
         }
     }
+
+    /// The name of a producer's polling thread (at most 15 bytes: what
+    /// Linux keeps of a thread's name).
+    fn thread(self) -> &'static str {
+        match self {
+            Role::DeadLetterProducer => "rf-dead-letters",
+            Role::ClosedProducer => "rf-closed",
+            Role::AuditProducer => "rf-audit",
+            _ => "rf-producer",
+        }
+    }
 }
 
 /// librdkafka refused the client properties. Permanent: the same
@@ -99,6 +111,8 @@ pub enum ClientError {
         setting: &'static str,
         message: String,
     },
+    #[error("cannot start the polling thread of the {}: {message}", role.name())]
+    Thread { role: Role, message: String },
     #[error(
         "[kafka.client] sets {0:?}, which rankflow manages itself (use kafka.brokers / kafka.group_id)"
     )]
@@ -203,6 +217,16 @@ impl Properties {
     /// Creates a reader ([`reader_properties`]), as [`Self::create`] does.
     pub(crate) fn create_reader(&self) -> Result<BaseConsumer<Reader>, ClientError> {
         self.explained(self.config().create_with_context(Reader))
+    }
+
+    /// Creates a producer whose deliveries are waited for, with its polling
+    /// thread (named for the role).
+    pub(crate) fn create_producer(&self) -> Result<Producer, ClientError> {
+        let base = self.explained(self.config().create_with_context(Deliveries))?;
+        Producer::start(base, self.role.thread()).map_err(|e| ClientError::Thread {
+            role: self.role,
+            message: e.to_string(),
+        })
     }
 
     /// A created client, or why librdkafka refused these properties.

@@ -27,6 +27,7 @@ pub(crate) mod client;
 pub(crate) mod error;
 pub(crate) mod outage;
 pub(crate) mod probe;
+pub(crate) mod producer;
 pub(crate) mod scan;
 
 pub(crate) use client::client_config;
