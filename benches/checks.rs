@@ -154,9 +154,10 @@ async fn main() {
     }
 }
 
-/// States in the isolated measurement of writes, and bytes in each.
+/// States in the isolated measurement of writes, and bytes in each (by
+/// default; `BENCH_STATE_BYTES`).
 const STATES: usize = 20_000;
-const STATE_BYTES: usize = 250;
+const STATE_BYTES: u64 = 250;
 
 /// How a state is written in [`state_writes`].
 #[derive(Clone, Copy, PartialEq)]
@@ -216,6 +217,7 @@ async fn state_writes(redis: &Redis) {
         .query_async(&mut c)
         .await
         .expect("load the bucket script");
+    let state_bytes = env_u64("BENCH_STATE_BYTES", STATE_BYTES) as usize;
     let prefix = unique("writes");
     let keys: Vec<String> = (0..STATES)
         .map(|i| format!("{prefix}:rate:{{{:02x}}}:gift:m{i}", i % 256))
@@ -223,7 +225,7 @@ async fn state_writes(redis: &Redis) {
     // A state of the given generation: differs from every other one.
     let state = |i: usize, generation: usize| {
         let mut v = format!("{generation}:{i}:").into_bytes();
-        v.resize(STATE_BYTES, b'.');
+        v.resize(state_bytes, b'.');
         v
     };
     let mut generation = 0;
@@ -262,7 +264,7 @@ async fn state_writes(redis: &Redis) {
         (Write::Bucketed, "per-bucket hash (layout change)"),
     ];
     println!(
-        "  writing one member's state in isolation ({STATES} states of {STATE_BYTES} bytes, 1,000 per command):"
+        "  writing one member's state in isolation ({STATES} states of {state_bytes} bytes, 1,000 per command):"
     );
     for round in 0..2 {
         for (way, name) in ways {

@@ -158,14 +158,24 @@ pub(crate) fn member_index_key(prefix: &str, hash_hex: &str) -> String {
 pub(crate) const RATE_BUCKETS: u32 = 256;
 
 /// A member's rate-check state for events of type `event`
-/// (docs/redis-layout.md), e.g. `rankflow:rate:{3f}:score:u1`: the hash
+/// (docs/redis-layout.md), e.g. `rankflow:rate:{f3}:score:u1`: the hash
 /// tag is the member's bucket, the low byte of the 32-bit FNV-1a hash of
 /// its id in two hex digits.
 pub(crate) fn rate_key(prefix: &str, event: &str, member: &str) -> String {
-    format!(
-        "{prefix}:rate:{{{:02x}}}:{event}:{member}",
-        rate_bucket(member)
-    )
+    // Built by hand: a batch builds one per member, and `format!` with a
+    // hex field cost several times as much.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bucket = rate_bucket(member) as usize;
+    let mut key = String::with_capacity(prefix.len() + event.len() + member.len() + 12);
+    key.push_str(prefix);
+    key.push_str(":rate:{");
+    key.push(char::from(HEX[(bucket >> 4) & 15]));
+    key.push(char::from(HEX[bucket & 15]));
+    key.push_str("}:");
+    key.push_str(event);
+    key.push(':');
+    key.push_str(member);
+    key
 }
 
 /// The bucket of a member's rate-check state: the low byte of the 32-bit
@@ -302,6 +312,18 @@ pub(crate) fn helper(view_key: &str, suffix: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn rate_keys_carry_the_members_fnv_bucket_in_two_hex_digits() {
+        // Buckets worked out by hand (FNV-1a, 32 bits, low byte): "u1" is
+        // 0xf3, "m13" is 0x08 (a leading zero).
+        assert_eq!(
+            rate_key("rankflow", "score", "u1"),
+            "rankflow:rate:{f3}:score:u1"
+        );
+        assert_eq!(rate_key("p", "gift", "m13"), "p:rate:{08}:gift:m13");
+        assert_eq!(rate_key("p", "play", ""), "p:rate:{c5}:play:");
+    }
 
     #[test]
     fn keys_have_the_spec_shape() {

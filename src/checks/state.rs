@@ -90,10 +90,18 @@ impl MemberState {
             }
         }
         self.prune(longest);
+        // A batch's events of one member come from few partitions, in
+        // runs: the last one found is tried first (by address: the events
+        // name the batch's own partition strings).
+        let mut last: Option<(*const str, u16)> = None;
         events
             .iter()
             .map(|e| {
-                let si = self.index_of(e.partition, applied);
+                let si = match last {
+                    Some((at, si)) if std::ptr::eq(at, e.partition) => si,
+                    _ => self.index_of(e.partition, applied),
+                };
+                last = Some((e.partition, si));
                 self.decide_one(checks, e.ts, si, e.offset)
             })
             .collect()

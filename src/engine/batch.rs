@@ -208,9 +208,11 @@ impl Batch {
                 .count(c.part, Some(c.kind), Outcome::Quarantined);
             let rate = check.rate;
             let (key, payload) = rated.message(held);
+            // Every candidate's partition is one the batch registered.
+            let source = self.record.parts.get(usize::from(c.part));
             self.record.dead_letters.push(DeadLetter {
-                topic: held.topic.clone(),
-                partition: held.partition,
+                topic: source.map_or_else(|| Arc::from(""), |p| p.topic.clone()),
+                partition: source.map_or(-1, |p| p.partition),
                 offset: c.offset,
                 key,
                 payload,

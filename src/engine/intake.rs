@@ -159,8 +159,6 @@ impl Intake {
                 member: batch.rated.member(&member),
             };
             let msg = rated::Message {
-                topic,
-                partition: msg.partition(),
                 key: msg.key(),
                 payload: msg.payload().unwrap_or(&[]),
             };

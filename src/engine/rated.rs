@@ -10,7 +10,6 @@
 //! shared by its events.
 
 use std::collections::HashSet;
-use std::ops::Range;
 use std::sync::Arc;
 
 use crate::sink::rates::Candidate;
@@ -23,12 +22,10 @@ const CHUNK: usize = 1 << 20;
 /// Room for this many events when a batch gets its first.
 const START: usize = 4096;
 
-/// A rated event's message, for the quarantine topic: where it came from,
-/// and where its key and payload are in the batch's buffers.
+/// A rated event's message, for the quarantine topic: where its key and
+/// payload are in the batch's buffers (its partition is the candidate's).
 #[derive(Debug, Clone)]
 pub(crate) struct Held {
-    pub(crate) topic: Arc<str>,
-    pub(crate) partition: i32,
     key: Option<Span>,
     payload: Span,
     /// The outcome the batch counted it with when it was taken
@@ -36,17 +33,18 @@ pub(crate) struct Held {
     pub(crate) outcome: Outcome,
 }
 
-/// Where held bytes are: which buffer, and where in it.
-#[derive(Debug, Clone)]
+/// Where held bytes are: which buffer, and where in it (32 bits each: a
+/// buffer holds at most a message over [`CHUNK`], and a batch far fewer
+/// than 2^32 buffers).
+#[derive(Debug, Clone, Copy)]
 struct Span {
-    chunk: usize,
-    range: Range<usize>,
+    chunk: u32,
+    start: u32,
+    end: u32,
 }
 
 /// The message of a rated event, as the consumer received it.
 pub(crate) struct Message<'a> {
-    pub(crate) topic: Arc<str>,
-    pub(crate) partition: i32,
     pub(crate) key: Option<&'a [u8]>,
     pub(crate) payload: &'a [u8],
 }
@@ -87,8 +85,6 @@ impl Rated {
         let payload = self.keep(msg.payload);
         self.candidates.push(candidate);
         self.held.push(Held {
-            topic: msg.topic,
-            partition: msg.partition,
             key,
             payload,
             outcome,
@@ -107,16 +103,20 @@ impl Rated {
         let buffer = &mut self.bytes[chunk];
         let start = buffer.len();
         buffer.extend_from_slice(bytes);
+        // A message is at most `[kafka] max_event_bytes` plus its key, and
+        // librdkafka's own limit keeps both far under 4 GiB.
+        let at = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         Span {
-            chunk,
-            range: start..buffer.len(),
+            chunk: at(chunk),
+            start: at(start),
+            end: at(buffer.len()),
         }
     }
 
     fn bytes(&self, span: &Span) -> Vec<u8> {
         self.bytes
-            .get(span.chunk)
-            .and_then(|b| b.get(span.range.clone()))
+            .get(span.chunk as usize)
+            .and_then(|b| b.get(span.start as usize..span.end as usize))
             .map(<[u8]>::to_vec)
             .unwrap_or_default()
     }
@@ -154,7 +154,6 @@ mod tests {
     #[test]
     fn held_messages_come_back_as_received_and_members_are_shared() {
         let mut rated = Rated::default();
-        let topic: Arc<str> = Arc::from("t");
         // Two payloads that do not fit one buffer together, and one larger
         // than a buffer.
         let (big, bigger) = (vec![7u8; CHUNK * 3 / 5], vec![9u8; CHUNK + 10]);
@@ -170,12 +169,7 @@ mod tests {
         ];
         for (i, (part, member, key, payload)) in sent.iter().enumerate() {
             let c = candidate(&mut rated, *part, i as i64, member);
-            let msg = Message {
-                topic: topic.clone(),
-                partition: i32::from(*part),
-                key: *key,
-                payload,
-            };
+            let msg = Message { key: *key, payload };
             rated.push(c, msg, Outcome::Applied);
         }
         assert!(Arc::ptr_eq(
@@ -189,8 +183,9 @@ mod tests {
         // alone (its buffer is full); the last.
         assert_eq!(rated.bytes.len(), 4, "buffers");
         let expected = [sent[0], sent[2], sent[3], sent[4], sent[5], sent[6]];
-        for (held, (part, _, key, payload)) in rated.held.iter().zip(expected) {
-            assert_eq!(held.partition, i32::from(part));
+        let held = rated.held.iter().zip(&rated.candidates);
+        for ((held, c), (part, _, key, payload)) in held.zip(expected) {
+            assert_eq!(c.part, part);
             let (k, p) = rated.message(held);
             assert_eq!(k.as_deref(), key);
             assert_eq!(p, payload);

@@ -100,7 +100,13 @@ pub async fn decide(
     known: &mut Known,
 ) -> Result<Vec<Decision>, StoreError> {
     let mut states = by_state(prefix, candidates);
-    let applied_of = |name: &str| fields.iter().position(|f| f == name).map(|i| applied[i]);
+    let field_index: FastMap<&str, usize> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.as_str(), i))
+        .collect();
+    let applied_of = |name: &str| field_index.get(name).map(|&i| applied[i]);
+    let mut events: Vec<Event<'_>> = Vec::new();
     let mut out = vec![Decision::Pass; candidates.len()];
     let mut pending: Vec<usize> = (0..states.len()).collect();
     for _ in 0..MAX_ROUNDS {
@@ -118,15 +124,12 @@ pub async fn decide(
                 .as_deref()
                 .and_then(MemberState::decode)
                 .unwrap_or_default();
-            let events: Vec<Event<'_>> = state
-                .events
-                .iter()
-                .map(|&e| Event {
-                    ts: candidates[e].ts,
-                    partition: &fields[usize::from(candidates[e].part)],
-                    offset: candidates[e].offset,
-                })
-                .collect();
+            events.clear();
+            events.extend(state.events.iter().map(|&e| Event {
+                ts: candidates[e].ts,
+                partition: &fields[usize::from(candidates[e].part)],
+                offset: candidates[e].offset,
+            }));
             let decided = member.decide(&group.limits, group.longest_ms(), &events, &applied_of);
             for (&e, d) in state.events.iter().zip(decided) {
                 out[e] = d;

@@ -180,7 +180,8 @@ mod tests {
             // 12th and 13th, in clock ticks of 10 ms.
             let rest = &stat[stat.rfind(')')? + 2..];
             let fields: Vec<&str> = rest.split(' ').collect();
-            let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+            let ticks: u64 =
+                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
             return Some(ticks * 10);
         }
         None
@@ -219,7 +220,10 @@ mod tests {
         let ours = end.0.expect("our thread") - start.0.expect("our thread");
         let theirs = end.1.expect("reference") - start.1.expect("reference");
         eprintln!("4 s idle: ours {ours} ms of CPU, 100 ms steps {theirs} ms");
-        assert!(ours <= 20, "the polling thread used {ours} ms of CPU in 4 s idle");
+        assert!(
+            ours <= 20,
+            "the polling thread used {ours} ms of CPU in 4 s idle"
+        );
         drop(producer);
     }
 }
