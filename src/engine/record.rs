@@ -75,6 +75,8 @@ pub struct Record {
     /// Every partition the batch took a message of, by index.
     pub(crate) parts: Vec<PartState>,
     part_index: HashMap<TopicPartition, u16>,
+    /// The partition of the message taken last.
+    last_part: u16,
     /// Events that will not reach Redis, counted as they were taken.
     pub(crate) outcomes: OutcomeCounts,
     /// Events with at least one update, in arrival order.
@@ -97,8 +99,19 @@ impl Record {
         if self.opened_at.is_none() {
             self.opened_at = Some(Instant::now());
         }
-        let (idx, new) = match self.part_index.get(&(topic.clone(), partition)) {
-            Some(&i) => (i, false),
+        // Messages come in runs of one partition: the last one is tried
+        // first (by the topic's address: the intake interns topics), before
+        // hashing the topic's name.
+        let last = self
+            .parts
+            .get(usize::from(self.last_part))
+            .is_some_and(|p| p.partition == partition && Arc::ptr_eq(&p.topic, topic));
+        let found = match last {
+            true => Some(self.last_part),
+            false => self.part_index.get(&(topic.clone(), partition)).copied(),
+        };
+        let (idx, new) = match found {
+            Some(i) => (i, false),
             None => {
                 let i = self.parts.len() as u16;
                 self.parts.push(PartState {
@@ -111,6 +124,7 @@ impl Record {
                 (i, true)
             }
         };
+        self.last_part = idx;
         let p = &mut self.parts[idx as usize];
         p.first_offset = p.first_offset.min(offset);
         p.last_offset = p.last_offset.max(offset);
