@@ -8,7 +8,9 @@
 //! the closed periods still waiting for the archiver (the due set's items
 //! whose close time has passed: they are kept past their retention until
 //! archived). Those that exist in Redis are live; one archived as well is
-//! shown live, as a read of it would be answered.
+//! shown live, as a read of it would be answered. A board a shadow was
+//! promoted in place of lists what its reads answer (docs/rebuilds.md):
+//! its own periods that ended by the promotion, the shadow's after it.
 
 use std::collections::BTreeMap;
 
@@ -67,11 +69,18 @@ impl Reader {
         check_bound("limit", limit, MAX_LIMIT).map_err(ReadError::BadRequest)?;
         check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
         let now = self.clock.now_ms();
-        let asked = q.board.clone();
-        let served = self.served(q).await?;
-        let q = served.as_ref();
         let (board, kind) = periodic_view(&self.boards, q)?;
-        let live = self.live_periods(q, board, kind, now).await?;
+        let promoted = self.serving_map().await?.get(&q.board).cloned();
+        let live = match promoted {
+            None => self.live_periods(q, board, kind, now).await?,
+            Some(served) => {
+                self.promoted_periods(q, (board, kind), &served.board, served.since, now)
+                    .await?
+            }
+        };
+        // Archived periods are listed under the board's own name whatever
+        // serves it: those it closed before a promotion are its own, and
+        // the archiver writes those closed after it there too.
         let page = match &self.archive {
             Some(archive) => {
                 let scope = q.scope.as_deref().unwrap_or("");
@@ -92,12 +101,37 @@ impl Reader {
             },
         };
         Ok(PeriodList {
-            board: asked,
+            board: q.board.clone(),
             view: q.view.clone(),
             scope: q.scope.clone(),
             total: page.total,
             periods: page.periods.into_iter().map(info).collect(),
         })
+    }
+
+    /// The periods in Redis of a board that `shadow` serves since `since`,
+    /// newest first, as reads answer them: those that ended by then from
+    /// the board's own keys, the others from the shadow's.
+    async fn promoted_periods(
+        &self,
+        q: &Query,
+        (board, kind): (&Board, PeriodKind),
+        shadow: &str,
+        since: i64,
+        now: i64,
+    ) -> Result<Vec<PeriodRow>, ReadError> {
+        let own = self.live_periods(q, board, kind, now).await?;
+        let Some(serving) = self.boards.get(shadow) else {
+            return Ok(own);
+        };
+        let theirs = self.live_periods(q, serving, kind, now).await?;
+        let mut rows: Vec<PeriodRow> = own
+            .into_iter()
+            .filter(|r| r.end_ms <= since)
+            .chain(theirs.into_iter().filter(|r| r.end_ms > since))
+            .collect();
+        rows.sort_by_key(|r| std::cmp::Reverse(r.start_ms));
+        Ok(rows)
     }
 
     /// The periods of the view that have a key in Redis, newest first.

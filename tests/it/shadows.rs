@@ -1156,6 +1156,90 @@ async fn promoting_a_shadow_switches_every_read_and_promoting_the_board_rolls_ba
     );
 }
 
+/// The day periods `/periods` lists for `board`: (period, members),
+/// newest first.
+async fn day_periods(p: &Process, board: &str) -> Vec<(String, u64)> {
+    let url = p.url(&format!("/v1/boards/{board}/day/periods"));
+    let (status, body) = get_json(&url).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["board"], board, "{body}");
+    body["periods"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .map(|p| {
+                    let period = p["period"].as_str().unwrap_or_default().to_string();
+                    (period, p["members"].as_u64().unwrap_or(0))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// After a promotion `/periods` lists what reads of the board answer: its
+/// own days that ended before the promotion (the shadow, backfilled from
+/// today, has none of them) and the shadow's current day.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_boards_periods_are_its_own_past_days_and_the_shadows_current_one() {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    const DAY: i64 = 86_400_000;
+    let now = now_ms();
+    let today = now - now.rem_euclid(DAY);
+    let mut setup = Setup::new(&broker, &redis, &unchecked_boards(today));
+    setup.extra = format!("[admin]\ntokens = {{ ops = \"{TOKEN}\" }}\n");
+    broker.create_topic(&setup.topic, 1).await;
+    // Day d before today has 4 - d receivers: 1 three days ago, 4 today.
+    let mut messages = Vec::new();
+    let mut want = Vec::new();
+    for d in 0..4i64 {
+        let ts = if d == 0 {
+            now - 1_000
+        } else {
+            today - d * DAY + DAY / 2
+        };
+        for r in 0..4 - d {
+            let gift = serde_json::json!({"type": "gift", "event_id": format!("g{d}-{r}"), "ts": ts,
+                "sender_id": "u1", "receiver_id": format!("s{r}"), "gift_id": "rose", "count": 1, "value": 1.0});
+            messages.push((0, serde_json::to_vec(&gift).expect("json")));
+        }
+        want.push((rfc3339(ts)[..10].to_string(), (4 - d) as u64));
+    }
+    send_all(&broker.producer(), &setup.topic, &messages).await;
+    let p = Process::start(&setup);
+    wait_for(
+        Duration::from_secs(60),
+        "every day applied and the backfill done",
+        || async {
+            let done = backfill_of(&p, "star_coins_v2").await["state"] == "done";
+            (done && day_periods(&p, "star_coins").await == want).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        day_periods(&p, "star_coins_v2").await,
+        want[..1].to_vec(),
+        "the shadow has today alone"
+    );
+
+    promoted(&p, "star_coins", "star_coins_v2").await;
+    assert_eq!(
+        day_periods(&p, "star_coins").await,
+        want,
+        "the board's own past days, and today from the shadow"
+    );
+    // A past day reads as it is listed: from the board's own data.
+    let (_, past) = get_json(&p.url(&format!(
+        "/v1/boards/star_coins/day/top?period={}",
+        want[3].0
+    )))
+    .await;
+    assert_eq!(pairs(&past), vec![("s0".to_string(), 1.0)], "{past}");
+    println!(
+        "verified: after the promotion /periods of star_coins listed {want:?}, its own three past days and the shadow's today; the shadow alone lists only today"
+    );
+}
+
 /// A scoped board and its shadow (the fans of each receiver; the shadow
 /// counts gifts instead of items).
 fn scoped_boards(backfill_from: &str) -> String {
