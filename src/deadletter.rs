@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::types::RDKafkaErrorCode;
 
 use crate::config::KafkaConfig;
 use crate::source::client;
@@ -65,6 +64,9 @@ pub enum DeadLetterError {
         source: KafkaError,
     },
 }
+
+/// How long a letter waits for room in librdkafka's full local queue.
+const FULL_QUEUE_WAIT: Duration = Duration::from_secs(2);
 
 /// Writes dead letters and quarantined events; cheap to clone.
 #[derive(Clone)]
@@ -134,22 +136,17 @@ impl DeadLetters {
             record.headers = Some(headers);
             // Enqueue now (all of them before awaiting any, so librdkafka
             // batches them); a full local queue is waited out briefly.
-            let mut tries = 0;
-            loop {
-                match self.producer.enqueue(&record) {
-                    Ok(delivery) => break pending.push((i, delivery)),
-                    Err(KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull))
-                        if tries < 200 =>
-                    {
-                        tries += 1;
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                    Err(e) => {
-                        return Err(DeadLetterError::Delivery {
-                            topic: topic.clone(),
-                            source: e,
-                        });
-                    }
+            match self
+                .producer
+                .enqueue_waiting(&record, FULL_QUEUE_WAIT)
+                .await
+            {
+                Ok(delivery) => pending.push((i, delivery)),
+                Err(e) => {
+                    return Err(DeadLetterError::Delivery {
+                        topic: topic.clone(),
+                        source: e,
+                    });
                 }
             }
         }

@@ -127,7 +127,7 @@ impl Producer {
 
     /// Queues `record` for sending (a full local queue is
     /// `QueueFull`: the record may be queued again).
-    pub fn enqueue(&self, record: &Record<'_>) -> Result<Delivery, KafkaError> {
+    fn enqueue(&self, record: &Record<'_>) -> Result<Delivery, KafkaError> {
         let (tx, rx) = oneshot::channel();
         let mut base =
             BaseRecord::with_opaque_to(record.topic, Box::new(tx)).payload(record.payload);
@@ -144,21 +144,33 @@ impl Producer {
             .map_err(|(e, _)| e)
     }
 
-    /// Sends `record` and waits for its delivery; a full local queue is
-    /// tried again for up to `queue_timeout`.
-    pub async fn send(&self, record: Record<'_>, queue_timeout: Duration) -> Report {
+    /// Queues `record` for sending, waiting out a full local queue for up
+    /// to `queue_timeout`.
+    pub async fn enqueue_waiting(
+        &self,
+        record: &Record<'_>,
+        queue_timeout: Duration,
+    ) -> Result<Delivery, KafkaError> {
         let deadline = Instant::now() + queue_timeout;
         loop {
-            match self.enqueue(&record) {
-                Ok(delivery) => return delivery.written().await,
+            match self.enqueue(record) {
                 Err(KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull))
                     if Instant::now() < deadline =>
                 {
                     tokio::time::sleep(FULL_QUEUE_WAIT).await;
                 }
-                Err(e) => return Err(e),
+                queued => return queued,
             }
         }
+    }
+
+    /// Sends `record` and waits for its delivery; a full local queue is
+    /// tried again for up to `queue_timeout`.
+    pub async fn send(&self, record: Record<'_>, queue_timeout: Duration) -> Report {
+        self.enqueue_waiting(&record, queue_timeout)
+            .await?
+            .written()
+            .await
     }
 }
 
