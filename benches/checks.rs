@@ -20,7 +20,8 @@
 //! `BENCH_WRITES=0`, what writing one member's state costs Redis in
 //! isolation (20,000 states of 250 bytes, 1,000 per command, each written
 //! 5 times): by the rates script's compare-and-set, by a script that only
-//! sets, by pipelined native `SET`s (the floor, which a native
+//! sets, by `WATCH`, `MGET` and `MULTI`/`SET`/`EXEC` (a compare-and-set of
+//! native commands, 100 keys per transaction), by pipelined native `SET`s (the floor, which a native
 //! compare-and-set such as `SET ... IFEQ` of Redis 8.4 would approach), and
 //! as fields of 256 bucket hashes compared and set by one script call per
 //! bucket (a layout change).
@@ -166,6 +167,10 @@ enum Write {
     Compared,
     /// A script that sets each state, comparing nothing.
     ScriptSet,
+    /// `WATCH` and `MGET` of the states, compared here, then `MULTI`, a
+    /// `SET ... PX` each and `EXEC`: a compare-and-set of native commands
+    /// (on a connection that nothing else uses meanwhile).
+    Watched,
     /// `SET ... PX`, pipelined.
     Native,
     /// The states of a bucket as fields of one hash, compared and set by
@@ -260,6 +265,7 @@ async fn state_writes(redis: &Redis) {
     let ways = [
         (Write::Compared, "rates.lua compare-and-set"),
         (Write::ScriptSet, "a script that only sets"),
+        (Write::Watched, "WATCH + MGET, MULTI SET EXEC"),
         (Write::Native, "native SET, pipelined"),
         (Write::Bucketed, "per-bucket hash (layout change)"),
     ];
@@ -270,6 +276,14 @@ async fn state_writes(redis: &Redis) {
         for (way, name) in ways {
             let (cpu0, _) = support::redis_usage(redis).await;
             for _ in 0..5 {
+                if way == Write::Watched {
+                    generation += 1;
+                    watched_writes(&mut c, &keys, &|i| state(i, generation - 1), &|i| {
+                        state(i, generation)
+                    })
+                    .await;
+                    continue;
+                }
                 let pipe = if way == Write::Bucketed {
                     bucket_generation += 1;
                     let mut pipe = redis::pipe();
@@ -350,6 +364,45 @@ fn per_key(
         pipe.add_command(call);
     }
     pipe
+}
+
+/// Keys per transaction in [`watched_writes`]: Redis 7.0 checks each
+/// `WATCH`ed key against every key the connection already watches, so
+/// 1,000 keys per `WATCH` cost about 150 µs per state (measured).
+const WATCHED_PER_CALL: usize = 100;
+
+/// Writes every state of `keys` in transactions of [`WATCHED_PER_CALL`]
+/// keys: `WATCH` and `MGET` (one round trip), a comparison with `before`
+/// here, then `MULTI`, `SET`s and `EXEC` (a second).
+async fn watched_writes(
+    c: &mut redis::aio::MultiplexedConnection,
+    keys: &[String],
+    before: &dyn Fn(usize) -> Vec<u8>,
+    after: &dyn Fn(usize) -> Vec<u8>,
+) {
+    for (n, chunk) in keys.chunks(WATCHED_PER_CALL).enumerate() {
+        let at = n * WATCHED_PER_CALL;
+        let mut read = redis::pipe();
+        read.cmd("WATCH").arg(chunk).ignore();
+        read.cmd("MGET").arg(chunk);
+        let (got,): (Vec<Vec<u8>>,) = read.query_async(c).await.expect("watch and read");
+        for (j, g) in got.iter().enumerate() {
+            assert_eq!(*g, before(at + j), "the state read is the one expected");
+        }
+        let mut write = redis::pipe();
+        write.atomic();
+        for (j, k) in chunk.iter().enumerate() {
+            write
+                .cmd("SET")
+                .arg(k)
+                .arg(after(at + j))
+                .arg("PX")
+                .arg(3_660_000)
+                .ignore();
+        }
+        let done: Option<()> = write.query_async(c).await.expect("multi/exec");
+        assert!(done.is_some(), "no state changed under the writes");
+    }
 }
 
 /// The rate states of `prefix`: total `MEMORY USAGE`, total passed events
