@@ -29,6 +29,7 @@ use crate::checks::CheckSet;
 use crate::clock::SharedClock;
 use crate::config::{Config, ConfigError, KafkaConfig};
 use crate::deadletter::{DeadLetterError, DeadLetters};
+use crate::engine::cover::Covers;
 use crate::engine::{Engine, Flusher, Role};
 use crate::event::{Decoder, SchemaBuildError};
 use crate::health::Health;
@@ -453,7 +454,25 @@ async fn consume(
         parts.health.clone(),
         shutdown.clone(),
     ));
-    let loops = spawn_backfills(config, &parts, &store, &trim_wanted, &shutdown).await?;
+    // Checks decide once, live; backfills follow their record, and so do
+    // the live consumers for a shadow beside their boards.
+    let verdicts = match (&config.kafka.quarantine_topic, parts.checks.is_empty()) {
+        (Some(topic), false) => Some(Arc::new(Verdicts::new(
+            &config.kafka,
+            topic,
+            store.clone(),
+            &parts.boards.key_prefix,
+        ))),
+        _ => None,
+    };
+    let backfills = (&store, &trim_wanted, &shutdown);
+    let loops = spawn_backfills(config, &parts, backfills, verdicts.clone()).await?;
+    // The shadows the live consumers apply beside their boards where a
+    // backfill reached them (docs/rebuilds.md).
+    let covers = Covers::new(&parts.boards, verdicts, |name| {
+        Ok::<_, AppError>(config.compile_boards()?.consuming(|b| b.name == name))
+    })?
+    .map(Arc::new);
     let live = Loop {
         boards: Arc::new(config.compile_boards()?.consuming(|b| b.shadow.is_none())),
         checks: parts.checks.clone(),
@@ -471,6 +490,7 @@ async fn consume(
         health: parts.health.clone(),
         verdicts: None,
         replay: None,
+        covers,
     };
     tracing::info!(
         brokers = %config.kafka.brokers,
@@ -496,21 +516,10 @@ async fn consume(
 async fn spawn_backfills(
     config: &Config,
     parts: &Parts,
-    store: &Store,
-    trim_wanted: &Arc<Notify>,
-    shutdown: &watch::Receiver<bool>,
+    (store, trim_wanted, shutdown): (&Store, &Arc<Notify>, &watch::Receiver<bool>),
+    verdicts: Option<Arc<Verdicts>>,
 ) -> Result<Vec<tokio::task::JoinHandle<()>>, AppError> {
     let mut loops = Vec::new();
-    // Checks decide once, live; backfills follow their record.
-    let verdicts = match (&config.kafka.quarantine_topic, parts.checks.is_empty()) {
-        (Some(topic), false) => Some(Arc::new(Verdicts::new(
-            &config.kafka,
-            topic,
-            store.clone(),
-            &parts.boards.key_prefix,
-        ))),
-        _ => None,
-    };
     for shadow in parts.boards.shadows() {
         let name = shadow.name.clone();
         let from = shadow.shadow.as_ref().and_then(|s| s.backfill_from);
@@ -529,6 +538,7 @@ async fn spawn_backfills(
                     from_ms,
                 })
             }),
+            covers: None,
         };
         loops.push(tokio::spawn(backfill::progress::watch(
             store.clone(),
@@ -557,6 +567,9 @@ struct Loop {
     verdicts: Option<Arc<Verdicts>>,
     /// A backfill's start in partitions it has no position for.
     replay: Option<Arc<Replay>>,
+    /// The live loop's shadow boards, applied beside its own where their
+    /// backfill reached it.
+    covers: Option<Arc<Covers>>,
 }
 
 /// Subscribes a consumer in `kafka`'s group and builds its loop.
@@ -594,6 +607,7 @@ async fn engine(
         ledger: l.ledger,
         verdicts: l.verdicts,
         replay: l.replay,
+        covers: l.covers,
     };
     Ok(Engine {
         boards: l.boards,

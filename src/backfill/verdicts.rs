@@ -58,6 +58,20 @@ impl Seen {
     }
 }
 
+/// Which of `events` (index into `fields`, offset) `seen` names
+/// quarantined.
+fn answer(seen: &Seen, fields: &[String], events: HashSet<(u16, i64)>) -> HashSet<(u16, i64)> {
+    events
+        .into_iter()
+        .filter(|(i, o)| {
+            fields
+                .get(*i as usize)
+                .and_then(|f| seen.quarantined.get(f))
+                .is_some_and(|q| q.contains(o))
+        })
+        .collect()
+}
+
 /// Reads a letter's `rankflow-source` header: `topic/partition/offset`
 /// → (`topic/partition`, offset).
 fn source_of(header: &str) -> Option<(String, i64)> {
@@ -102,17 +116,46 @@ impl Verdicts {
                 }
             }
         }
-        Some(
-            events
-                .into_iter()
-                .filter(|(i, o)| {
-                    fields
-                        .get(*i as usize)
-                        .and_then(|f| seen.quarantined.get(f))
-                        .is_some_and(|q| q.contains(o))
-                })
-                .collect(),
-        )
+        Some(answer(&seen, fields, events))
+    }
+
+    /// [`Verdicts::quarantined`] without waiting: `None` unless the live
+    /// consumers' positions have reached `ends` already (a live batch asks
+    /// of events an earlier batch dealt with; if that batch's positions
+    /// are not recorded, only the batch asking could record them).
+    pub(crate) async fn quarantined_now(
+        &self,
+        ends: &[(String, i64)],
+        fields: &[String],
+        events: HashSet<(u16, i64)>,
+    ) -> Option<HashSet<(u16, i64)>> {
+        let live = self.live_at(ends).await?;
+        let mut seen = self.seen.lock().await;
+        if !seen.complete_to(ends) {
+            self.read_on(&mut seen).await.ok()?;
+            seen.complete.extend(live);
+        }
+        Some(answer(&seen, fields, events))
+    }
+
+    /// The live consumers' positions of `ends`' partitions, if they have
+    /// reached `ends`.
+    async fn live_at(&self, ends: &[(String, i64)]) -> Option<Vec<(String, i64)>> {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(keys::positions_key(&self.prefix));
+        for (f, _) in ends {
+            cmd.arg(f);
+        }
+        let live = self.store.query::<Vec<Option<i64>>>(&cmd).await.ok()?;
+        let at: Vec<(String, i64)> = ends
+            .iter()
+            .zip(live)
+            .map(|((f, _), l)| (f.clone(), l.unwrap_or(0)))
+            .collect();
+        at.iter()
+            .zip(ends)
+            .all(|((_, l), (_, e))| l >= e)
+            .then_some(at)
     }
 
     /// Waits until the live consumers' positions reach `ends`; answers
@@ -122,22 +165,9 @@ impl Verdicts {
         ends: &[(String, i64)],
         shutdown: &mut watch::Receiver<bool>,
     ) -> Option<Vec<(String, i64)>> {
-        let key = keys::positions_key(&self.prefix);
         loop {
-            let mut cmd = redis::cmd("HMGET");
-            cmd.arg(&key);
-            for (f, _) in ends {
-                cmd.arg(f);
-            }
-            if let Ok(live) = self.store.query::<Vec<Option<i64>>>(&cmd).await {
-                let at: Vec<(String, i64)> = ends
-                    .iter()
-                    .zip(live)
-                    .map(|((f, _), l)| (f.clone(), l.unwrap_or(0)))
-                    .collect();
-                if at.iter().zip(ends).all(|((_, l), (_, e))| l >= e) {
-                    return Some(at);
-                }
+            if let Some(at) = self.live_at(ends).await {
+                return Some(at);
             }
             tokio::select! {
                 _ = tokio::time::sleep(PAUSE) => {}

@@ -49,6 +49,10 @@ pub struct Batch {
     pub updates: Updates,
     /// The events whose rate checks are decided when it is flushed.
     pub(crate) rated: Rated,
+    /// Per partition index, the shadow boards (bits, by index in
+    /// `engine::cover::Covers`) the batch applies beside the live boards
+    /// in that partition (docs/rebuilds.md); empty in a backfill's batch.
+    pub(crate) covered: Vec<u64>,
 }
 
 impl Batch {
@@ -167,6 +171,38 @@ impl Batch {
         outcome
     }
 
+    /// Adds the updates of shadow boards the batch applies beside the live
+    /// ones (docs/rebuilds.md): written like the others, but the event's
+    /// outcome is the live boards' alone. An erased member's are dropped.
+    pub(crate) fn add_aside(
+        &mut self,
+        boards: &BoardSet,
+        resolver: &mut Resolver,
+        event: Taken,
+        updates: &mut Vec<Update<'_>>,
+        (now, snap): (i64, &Snapshot),
+    ) {
+        if !snap.is_empty() {
+            updates.retain(|u| snap.route(u.board, &u.member) != Route::Erased);
+        }
+        let at = At {
+            part: event.part,
+            offset: event.offset,
+            ts: event.ts,
+        };
+        self.updates
+            .add_to(boards, resolver, at, (updates.as_slice(), true), now);
+    }
+
+    /// Stops applying the shadow board `board` (bit `bit`) beside the live
+    /// boards in partition `part`: its updates from there leave the batch.
+    pub(crate) fn uncover(&mut self, (bit, board): (usize, usize), part: u16) {
+        if let Some(bits) = self.covered.get_mut(usize::from(part)) {
+            *bits &= !(1 << bit);
+        }
+        self.updates.drop_aside(board, part);
+    }
+
     /// Drops everything of the given partitions (they were revoked: their
     /// uncommitted messages will be read again, and counted, by the next
     /// owner).
@@ -175,16 +211,23 @@ impl Batch {
         if !gone.is_empty() {
             self.updates.drop_partitions(&gone);
             self.rated.drop_partitions(&gone);
+            for &part in &gone {
+                if let Some(bits) = self.covered.get_mut(usize::from(part)) {
+                    *bits = 0;
+                }
+            }
         }
     }
 
     /// Applies the rate checks' decisions on the rated events (in their
     /// order): a failed event leaves the boards' updates and its count,
     /// counts `quarantined` and becomes a letter for the quarantine topic;
-    /// one that an earlier batch dealt with leaves them too, uncounted.
+    /// one that an earlier batch dealt with leaves the live boards'
+    /// updates too, uncounted (not those of shadows applied beside them).
     /// Answers whether any event left the updates.
     pub(crate) fn quarantine_rated(&mut self, checks: &CheckSet, decisions: &[Decision]) -> bool {
         let mut gone = HashSet::new();
+        let mut dealt = HashSet::new();
         let rated = std::mem::take(&mut self.rated);
         for ((c, held), decision) in rated.candidates.iter().zip(&rated.held).zip(decisions) {
             let check = match *decision {
@@ -193,7 +236,7 @@ impl Batch {
                 // through: nothing to do again, nor to count (its fences
                 // need not cover an event that was quarantined).
                 Decision::Applied => {
-                    gone.insert((c.part, c.offset));
+                    dealt.insert((c.part, c.offset));
                     self.record.uncount(c.kind, held.outcome, c.part);
                     continue;
                 }
@@ -227,8 +270,14 @@ impl Batch {
             self.updates.drop_events(&gone);
             self.record.drop_applied(&gone);
         }
+        if !dealt.is_empty() {
+            // The shadows beside the live boards may not have had them:
+            // the flush settles theirs (`flush.rs`).
+            self.updates.drop_live_events(&dealt);
+            self.record.drop_applied(&dealt);
+        }
         self.rated = rated;
-        !gone.is_empty()
+        !gone.is_empty() || !dealt.is_empty()
     }
 
     /// Drops the events `gone` (partition index, offset): the live

@@ -9,6 +9,7 @@
 //! delivered dead letters are not sent again. After success it records the
 //! partitions' positions in Redis.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,7 @@ use crate::sink::writer::Writer;
 use crate::telemetry::events::{self, RedisCall};
 
 use super::batch::Batch;
+use super::cover::Covers;
 use super::rating::{Rating, Ticket};
 
 /// First and largest pause between attempts to apply a batch.
@@ -74,6 +76,9 @@ pub(crate) struct Flusher {
     /// A shadow board's replay: where it starts in partitions that have
     /// no position yet.
     pub(crate) replay: Option<Arc<Replay>>,
+    /// The live consumers': the shadow boards they may apply beside their
+    /// own (`cover.rs`).
+    pub(crate) covers: Option<Arc<Covers>>,
 }
 
 impl Flusher {
@@ -117,7 +122,7 @@ impl Flusher {
         // The Redis state this batch follows on from; if Redis turns out to
         // have lost state meanwhile, the batch must not be applied.
         let scripts = self.writer.store().scripts();
-        let prepared = match self
+        let mut prepared = match self
             .decide(&mut batch, ticket, &scripts, &mut shutdown)
             .await
         {
@@ -128,6 +133,14 @@ impl Flusher {
             && previous.await != Ok(true)
         {
             return Flushed::Abandoned;
+        }
+        // Now that the batch before it was applied: the shadows it applies
+        // beside the live boards must be complete where it starts.
+        if let Some(covers) = &self.covers
+            && batch.covered.iter().any(|&bits| bits != 0)
+            && covers.check(&mut batch, scripts.epoch)
+        {
+            prepared = self.writer.prepare(&batch.updates);
         }
         let started = Instant::now();
         let mut backoff = BACKOFF_START;
@@ -144,8 +157,14 @@ impl Flusher {
                     self.health.redis_ok();
                     events::RedisReachable.emit();
                     let took = started.elapsed();
+                    // Before the next batch checks where its shadows are
+                    // complete.
+                    let covered = match &self.covers {
+                        Some(covers) => covers.applied(&batch, scripts.epoch),
+                        None => Vec::new(),
+                    };
                     let _ = done.send(true);
-                    self.record_positions(&batch, &scripts).await;
+                    self.record_positions(&batch, &scripts, &covered).await;
                     return Flushed::Applied(Box::new(batch), report, took);
                 }
                 Err(Failure::Redis(e @ StoreError::LostState)) => {
@@ -242,7 +261,13 @@ impl Flusher {
             .await;
             self.rating.put_known(known);
             match decided {
-                Ok(decisions) => return Ok(batch.quarantine_rated(&self.checks, &decisions)),
+                Ok(decisions) => {
+                    let took = batch.quarantine_rated(&self.checks, &decisions);
+                    let left = self
+                        .settle_redelivered(batch, &decisions, scripts.epoch)
+                        .await;
+                    return Ok(took | left);
+                }
                 Err(e @ StoreError::LostState) => {
                     self.failed(&e, RedisCall::LostState, batch.messages(), Duration::ZERO);
                     return Err(Flushed::LostState);
@@ -263,6 +288,63 @@ impl Flusher {
         }
     }
 
+    /// The shadows applied beside the live boards and the events a rate
+    /// check found dealt with by a batch that got through (`Applied`):
+    /// they stay for the shadows unless the quarantine record names them,
+    /// where it is complete for them already (the live positions passed
+    /// them); otherwise the batch leaves the shadows of their partitions
+    /// to the backfill (`cover.rs`). Answers whether it took anything out.
+    async fn settle_redelivered(
+        &self,
+        batch: &mut Batch,
+        decisions: &[rates::Decision],
+        epoch: u64,
+    ) -> bool {
+        let Some(covers) = &self.covers else {
+            return false;
+        };
+        let dealt: HashSet<(u16, i64)> = batch
+            .rated
+            .candidates
+            .iter()
+            .zip(decisions)
+            .filter(|(c, d)| {
+                **d == rates::Decision::Applied
+                    && batch
+                        .covered
+                        .get(usize::from(c.part))
+                        .is_some_and(|&b| b != 0)
+            })
+            .map(|(c, _)| (c.part, c.offset))
+            .collect();
+        if dealt.is_empty() {
+            return false;
+        }
+        let fields = &batch.updates.fields;
+        let mut ends: Vec<(String, i64)> = Vec::new();
+        for &(part, offset) in &dealt {
+            let field = &fields[usize::from(part)];
+            match ends.iter_mut().find(|(f, _)| f == field) {
+                Some((_, end)) => *end = (*end).max(offset + 1),
+                None => ends.push((field.clone(), offset + 1)),
+            }
+        }
+        let known = match &covers.verdicts {
+            Some(v) => v.quarantined_now(&ends, fields, dealt.clone()).await,
+            None => None,
+        };
+        match known {
+            Some(quarantined) => {
+                batch.drop_events(&quarantined);
+                !quarantined.is_empty()
+            }
+            None => {
+                let parts: HashSet<u16> = dealt.iter().map(|&(part, _)| part).collect();
+                covers.leave(batch, &parts, epoch)
+            }
+        }
+    }
+
     fn failed(&self, e: &StoreError, call: RedisCall, events: usize, retry_in: Duration) {
         events::RedisFailed {
             call,
@@ -276,12 +358,30 @@ impl Flusher {
     }
 
     /// Best effort: a position that is not recorded only means more events
-    /// are re-read (and skipped by the fences) after a restart.
-    async fn record_positions(&self, batch: &Batch, scripts: &Scripts) {
+    /// are re-read (and skipped by the fences) after a restart. With it,
+    /// where the shadows applied beside the live boards are complete
+    /// (`covered`), and then what Redis says of all of them.
+    async fn record_positions(
+        &self,
+        batch: &Batch,
+        scripts: &Scripts,
+        covered: &[(&str, Vec<(String, i64)>)],
+    ) {
         let store = self.writer.store();
+        // The shadows' first: a backfill that sees the live positions pass
+        // its shadow's takes the partition back.
+        if let Err(e) = Ledger::save_covered(store, scripts, covered).await {
+            tracing::debug!(error = %e, "Could not record where shadow boards are complete; their backfill reads on from where they were.");
+        }
         let offsets = batch.record.commit_offsets();
         if let Err(e) = self.ledger.save(store, scripts, offsets).await {
             tracing::debug!(error = %e, "Could not record partition positions; the next batch records them.");
+        }
+        let Some(covers) = &self.covers else {
+            return;
+        };
+        if let Err(e) = covers.refresh(store, scripts.epoch).await {
+            tracing::debug!(error = %e, "Could not read where shadow boards are complete; the next batch reads it.");
         }
     }
 

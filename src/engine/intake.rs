@@ -2,23 +2,30 @@
 //! time against the clock, run its rule checks (docs/checks.md), run the
 //! board rules, add its updates and count it; a message that fails a step
 //! becomes a dead letter, one that fails a check a quarantined letter, and
-//! one with rate checks waits in the batch for their decision.
+//! one with rate checks waits in the batch for their decision. In the live
+//! consumers, the rules of the shadow boards they apply beside their own
+//! in the message's partition run too (`cover.rs`): on their own, as the
+//! shadow's backfill would run them, so a shadow's failing rule only
+//! leaves the shadow out.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rdkafka::Message;
 
-use crate::board::BoardSet;
 use crate::board::resolve::Resolver;
+use crate::board::{BoardSet, keys};
 use crate::checks::{CheckSet, Screened};
 use crate::deadletter::{DeadLetter, Verdict};
 use crate::event::{Decoder, EventType};
 use crate::moderation::{Cell, Snapshot};
 use crate::rules;
 use crate::sink::rates::Candidate;
+use crate::source::TopicPartition;
 use crate::telemetry::{DlqReason, Outcome};
 
 use super::batch::{Batch, Taken};
+use super::cover::Covers;
 use super::rated;
 
 pub(crate) struct Intake {
@@ -40,6 +47,13 @@ pub(crate) struct Intake {
     /// atomic load per message).
     moderation: Arc<Cell>,
     snapshot: Arc<Snapshot>,
+    /// The shadow boards this live consumer may apply beside its own.
+    covers: Option<Arc<Covers>>,
+    /// Per partition, the shadows the batch before applied there (bits):
+    /// the next batch goes on with them.
+    continuing: HashMap<TopicPartition, u64>,
+    /// The shadows' rules' output buffer, like `updates`.
+    aside: Vec<rules::Update<'static>>,
 }
 
 /// An empty vector of updates borrowing for another lifetime, in the
@@ -69,8 +83,12 @@ impl Intake {
         max_event_bytes: usize,
         keep_payloads: bool,
         moderation: Arc<Cell>,
+        covers: Option<Arc<Covers>>,
     ) -> Intake {
         Intake {
+            covers,
+            continuing: HashMap::new(),
+            aside: Vec::new(),
             resolver: Resolver::new(&boards),
             boards,
             checks,
@@ -93,10 +111,112 @@ impl Intake {
         t
     }
 
+    /// Forgets which shadows the partitions' batches applied (they are
+    /// sought again: a rewind, a new assignment, a revoke); all when
+    /// `parts` is `None`.
+    pub(crate) fn forget_cover(&mut self, parts: Option<&[TopicPartition]>) {
+        match parts {
+            Some(parts) => {
+                for p in parts {
+                    self.continuing.remove(p);
+                }
+            }
+            None => self.continuing.clear(),
+        }
+    }
+
+    /// The shadows the batches of `part` go on applying (bits).
+    pub(crate) fn cover_bits(&self, part: &TopicPartition) -> u64 {
+        self.continuing.get(part).copied().unwrap_or(0)
+    }
+
+    /// A takeover (`cover.rs`): the partition is read again from where the
+    /// shadows `bits` are complete, and its batches apply them from there,
+    /// the one being built included (its messages of the partition were
+    /// dropped).
+    pub(crate) fn take_over(&mut self, part: &TopicPartition, bits: u64, building: &mut Batch) {
+        *self.continuing.entry(part.clone()).or_insert(0) |= bits;
+        if let Some(i) = building.record.index_of(part)
+            && let Some(b) = building.covered.get_mut(usize::from(i))
+        {
+            *b |= bits;
+        }
+    }
+
+    /// The shadows `batch` applies beside the live boards in partition
+    /// `part` (bits), decided at its first message there, at `offset`.
+    fn covered(
+        &mut self,
+        batch: &mut Batch,
+        part: u16,
+        (topic, partition, offset): (&Arc<str>, i32, i64),
+    ) -> u64 {
+        let Some(covers) = &self.covers else {
+            return 0;
+        };
+        let part = usize::from(part);
+        if let Some(&bits) = batch.covered.get(part) {
+            return bits;
+        }
+        // A released message's partition (never covered) may come first.
+        batch.covered.resize(part, 0);
+        let key = (topic.clone(), partition);
+        let before = self.continuing.get(&key).copied().unwrap_or(0);
+        let field = keys::partition_field(topic, partition);
+        let mut bits = 0;
+        for (s, shadow) in covers.shadows().iter().enumerate() {
+            let continuing = before & (1 << s) != 0;
+            if covers.applies_from((s, &field), offset, continuing) {
+                bits |= 1 << s;
+                if !continuing {
+                    tracing::info!(board = %shadow.name, partition = %field, offset, "The live consumers apply the shadow board in this partition from here: its backfill reached them.");
+                }
+            }
+        }
+        self.continuing.insert(key, bits);
+        batch.covered.push(bits);
+        bits
+    }
+
+    /// Adds the updates of the shadows `bits` to `batch`, each from its own
+    /// rules; a shadow whose rules fail on the event leaves it out, as its
+    /// backfill would.
+    fn add_aside(
+        &mut self,
+        batch: &mut Batch,
+        bits: u64,
+        event: &crate::event::Event,
+        (taken, now): (Taken, i64),
+    ) {
+        let Some(covers) = &self.covers else {
+            return;
+        };
+        let mut aside = recycle(std::mem::take(&mut self.aside));
+        for (s, shadow) in covers.shadows().iter().enumerate() {
+            if bits & (1 << s) == 0 {
+                continue;
+            }
+            if let Err(e) = rules::evaluate(&shadow.rules, event, &mut aside) {
+                tracing::debug!(board = %shadow.name, error = %e, "A shadow board's rules failed on an event; the shadow leaves it out.");
+            }
+        }
+        if !aside.is_empty() {
+            batch.add_aside(
+                &self.boards,
+                &mut self.resolver,
+                taken,
+                &mut aside,
+                (now, &self.snapshot),
+            );
+        }
+        self.aside = recycle(aside);
+    }
+
     /// Decodes one message read at clock `now` and adds it to `batch`.
     pub(crate) fn take<M: Message>(&mut self, batch: &mut Batch, msg: &M, now: i64) {
         let topic = self.intern(msg.topic());
         let part = batch.take_message(&topic, msg.partition(), msg.offset());
+        let cover = self.covered(batch, part, (&topic, msg.partition(), msg.offset()));
         let reject = |kind, reason, detail| Rejection {
             part,
             kind,
@@ -129,18 +249,21 @@ impl Intake {
                 return quarantine(batch, &topic, msg, (part, event.kind), check, detail);
             }
         };
-        let mut updates = recycle(std::mem::take(&mut self.updates));
-        if let Err(e) = rules::evaluate(&self.boards, &event, &mut updates) {
-            self.updates = recycle(updates);
-            let why = reject(Some(event.kind), e.reason(), e.to_string());
-            return self.reject(batch, &topic, msg, why);
-        }
         let taken = Taken {
             part,
             offset: msg.offset(),
             ts: event.ts,
             kind: event.kind,
         };
+        if cover != 0 {
+            self.add_aside(batch, cover, &event, (taken, now));
+        }
+        let mut updates = recycle(std::mem::take(&mut self.updates));
+        if let Err(e) = rules::evaluate(&self.boards, &event, &mut updates) {
+            self.updates = recycle(updates);
+            let why = reject(Some(event.kind), e.reason(), e.to_string());
+            return self.reject(batch, &topic, msg, why);
+        }
         let outcome = batch.add_moderated_event(
             &self.boards,
             &mut self.resolver,

@@ -10,7 +10,8 @@
 //! (`intake.rs`: a message into the [`batch`], which keeps the engine's
 //! [`record`] beside the sink's updates, and the events waiting for their
 //! rate checks, `rated.rs`, whose flushes decide them in order,
-//! `rating.rs`), the position lookups
+//! `rating.rs`), the shadow boards the live consumers apply beside their
+//! own once a backfill reached them (`cover.rs`), the position lookups
 //! (`resume.rs`), the batch report (`report.rs`) and the shutdown drain
 //! (`drain.rs`); what the loop is given is [`Engine`] (`setup.rs`). It
 //! reaches Kafka and Redis only through the narrow interfaces of [`port`],
@@ -29,6 +30,7 @@
 
 mod backpressure;
 pub mod batch;
+pub(crate) mod cover;
 mod drain;
 mod flush;
 mod intake;

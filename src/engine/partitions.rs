@@ -43,6 +43,9 @@ pub(crate) struct Partitions {
     /// has), with when they were assigned and whether that was reported as
     /// overdue.
     unstarted: HashMap<TopicPartition, (Instant, bool)>,
+    /// Positioned partitions a shadow's backfill left to the live
+    /// consumers (docs/rebuilds.md): kept paused until it takes them back.
+    handed: HashSet<TopicPartition>,
     /// Fetching is paused for backpressure.
     paused: bool,
     /// Bumped per assignment (and rewind), so late lookups are ignored.
@@ -61,6 +64,7 @@ impl Partitions {
             self.awaiting.entry(p.clone()).or_insert(None);
             // A fresh assignment starts a fresh fetcher.
             self.held.remove(p);
+            self.handed.remove(p);
             self.unstarted.insert(p.clone(), (now, false));
         }
         self.generation += 1;
@@ -77,6 +81,7 @@ impl Partitions {
             self.assigned.remove(p);
             self.awaiting.remove(p);
             self.held.remove(p);
+            self.handed.remove(p);
             self.unstarted.remove(p);
         }
     }
@@ -89,6 +94,7 @@ impl Partitions {
             self.awaiting.insert(p.clone(), fallback);
         }
         self.held.clear();
+        self.handed.clear();
         self.generation += 1;
         (self.generation, self.awaiting_lookup())
     }
@@ -152,14 +158,39 @@ impl Partitions {
         overdue
     }
 
-    /// Partitions that fetch unless paused: assigned, positioned and with
-    /// their fetcher started.
+    /// Partitions that fetch unless paused: assigned, positioned, with
+    /// their fetcher started, and not handed to the live consumers.
     pub(crate) fn fetching(&self) -> Vec<TopicPartition> {
+        self.positioned()
+            .filter(|p| !self.handed.contains(*p))
+            .cloned()
+            .collect()
+    }
+
+    /// Assigned partitions that are positioned and whose fetcher started,
+    /// handed to the live consumers or not.
+    fn positioned(&self) -> impl Iterator<Item = &TopicPartition> {
         self.assigned
             .iter()
             .filter(|p| !self.awaiting.contains_key(*p) && !self.held.contains_key(*p))
-            .cloned()
+    }
+
+    /// The positioned partitions, each with whether it is handed to the
+    /// live consumers.
+    pub(crate) fn handover_states(&self) -> Vec<(TopicPartition, bool)> {
+        self.positioned()
+            .map(|p| (p.clone(), self.handed.contains(p)))
             .collect()
+    }
+
+    /// Marks a positioned partition handed to the live consumers (true) or
+    /// taken back (false); answers whether that changed anything.
+    pub(crate) fn set_handed(&mut self, part: &TopicPartition, handed: bool) -> bool {
+        if handed {
+            self.positioned().any(|p| p == part) && self.handed.insert(part.clone())
+        } else {
+            self.handed.remove(part)
+        }
     }
 
     pub(crate) fn is_assigned(&self, part: &TopicPartition) -> bool {
@@ -267,6 +298,38 @@ mod tests {
         parts.revoke(&[tp(0)]);
         assert!(parts.fetchers_started(&[tp(0)]).is_empty());
         assert!(!parts.is_assigned(&tp(0)));
+    }
+
+    #[test]
+    fn a_handed_partition_does_not_fetch_until_taken_back_or_assigned_again() {
+        let mut parts = Partitions::default();
+        let (g, _) = parts.assign(&[tp(0), tp(1), tp(2)], Instant::now());
+        parts.fetchers_started(&[tp(0), tp(1), tp(2)]);
+        parts.resumed(g, vec![(tp(0), None), (tp(1), None)]);
+        assert!(!parts.set_handed(&tp(2), true), "not positioned yet");
+        assert!(parts.set_handed(&tp(1), true));
+        assert!(!parts.set_handed(&tp(1), true), "once");
+        assert_eq!(parts.fetching(), vec![tp(0)]);
+        let mut states = parts.handover_states();
+        states.sort();
+        assert_eq!(states, vec![(tp(0), false), (tp(1), true)]);
+        assert!(parts.set_handed(&tp(1), false));
+        let mut fetching = parts.fetching();
+        fetching.sort();
+        assert_eq!(fetching, vec![tp(0), tp(1)]);
+        // A rewind, a revoke or a new assignment forgets the hand-over.
+        parts.set_handed(&tp(0), true);
+        parts.set_handed(&tp(1), true);
+        parts.revoke(&[tp(1)]);
+        let (g2, _) = parts.rewind(None);
+        parts.resumed(g2, vec![(tp(0), None)]);
+        assert_eq!(parts.fetching(), vec![tp(0)]);
+        let (g3, _) = parts.assign(&[tp(1)], Instant::now());
+        parts.fetchers_started(&[tp(1)]);
+        parts.resumed(g3, vec![(tp(1), None)]);
+        let mut fetching = parts.fetching();
+        fetching.sort();
+        assert_eq!(fetching, vec![tp(0), tp(1)]);
     }
 
     #[test]

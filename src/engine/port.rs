@@ -17,6 +17,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::batch::Batch;
+use super::cover::Covers;
 use super::flush::{Flushed, Flusher};
 use crate::moderation::Cell;
 use crate::source::{KafkaConsumer, TopicPartition, offsets_list};
@@ -80,6 +81,8 @@ impl Source for KafkaConsumer {
 /// Partition → the position recorded in Redis (absent when it has none).
 pub(crate) type Positions = HashMap<TopicPartition, i64>;
 
+pub(crate) use crate::sink::positions::Handover;
+
 /// What the loop asks of the Redis side.
 pub(crate) trait Sink: Send + Sync + 'static {
     /// Spawns the flush of `batch` after the flush that `previous` reports
@@ -103,6 +106,17 @@ pub(crate) trait Sink: Send + Sync + 'static {
     /// Who is hidden or erased, as the sink last read it (the intake counts
     /// outcomes and drops erased members' updates with it).
     fn moderation(&self) -> Arc<Cell>;
+    /// The shadow boards a live loop may apply beside its own
+    /// (`cover.rs`); none by default.
+    fn covers(&self) -> Option<Arc<Covers>> {
+        None
+    }
+    /// A backfill's view of `parts`: where its shadow is complete and where
+    /// the live consumers are (docs/rebuilds.md); nothing by default.
+    fn handover(&self, parts: Vec<TopicPartition>) -> BoxFuture<'static, Result<Handover, String>> {
+        drop(parts);
+        Box::pin(async { Ok(Handover::new()) })
+    }
 }
 
 impl Sink for Flusher {
@@ -149,5 +163,20 @@ impl Sink for Flusher {
 
     fn keeps_payloads(&self) -> bool {
         self.dead_letters.is_some()
+    }
+
+    fn covers(&self) -> Option<Arc<Covers>> {
+        self.covers.clone()
+    }
+
+    fn handover(&self, parts: Vec<TopicPartition>) -> BoxFuture<'static, Result<Handover, String>> {
+        let writer = self.writer.clone();
+        let ledger = self.ledger.clone();
+        Box::pin(async move {
+            ledger
+                .handover(writer.store(), &parts)
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 }

@@ -131,6 +131,11 @@ impl Record {
         (idx, new)
     }
 
+    /// The index of a partition the batch took messages of.
+    pub(crate) fn index_of(&self, part: &TopicPartition) -> Option<u16> {
+        self.part_index.get(part).copied()
+    }
+
     /// Counts an event of partition `part` that will not reach Redis
     /// (filtered, invalid, late on arrival).
     pub(crate) fn count(&mut self, part: u16, kind: Option<EventType>, outcome: Outcome) {

@@ -27,7 +27,7 @@ use super::batch::Batch;
 use super::flush::Flushed;
 use super::intake::Intake;
 use super::partitions::{Partitions, ResumeAt};
-use super::port::{Sink, Source};
+use super::port::{Handover, Sink, Source};
 use super::queue::FlushQueue;
 use super::report;
 use super::resume::{self, Resume};
@@ -41,6 +41,11 @@ const FETCH_START_OVERDUE: Duration = Duration::from_secs(30);
 
 /// Most messages taken from the consumer per loop iteration.
 const MAX_CHUNK: usize = 1024;
+
+/// How often a shadow's backfill looks at where the live consumers are, to
+/// leave them the partitions its shadow is complete up to (and take back
+/// those where it no longer is).
+const HANDOVER_EVERY: Duration = Duration::from_secs(1);
 
 impl Engine {
     /// Runs until `shutdown` turns true; then drains the batches in hand,
@@ -82,6 +87,15 @@ pub(super) struct ConsumerLoop<Src: Source, Snk: Sink> {
     rebalances: UnboundedReceiver<RebalanceEvent>,
     resume_tx: UnboundedSender<Resume>,
     resumes: UnboundedReceiver<Resume>,
+    /// A backfill's looks at the live consumers' positions: the answers,
+    /// and whether one is awaited.
+    handover_tx: UnboundedSender<Result<Handover, String>>,
+    handovers: UnboundedReceiver<Result<Handover, String>>,
+    looking: bool,
+    /// Handed partitions whose shadow the live consumers were seen to have
+    /// gone past once: a second look takes them back (the first may have
+    /// fallen between a live batch's two position writes).
+    behind: std::collections::HashSet<TopicPartition>,
     pub(super) shutdown: watch::Receiver<bool>,
 }
 
@@ -89,6 +103,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
     pub(super) fn new(engine: Engine<Src, Snk>, shutdown: watch::Receiver<bool>) -> Self {
         let sink = Arc::new(engine.flusher);
         let (resume_tx, resumes) = tokio::sync::mpsc::unbounded_channel();
+        let (handover_tx, handovers) = tokio::sync::mpsc::unbounded_channel();
         let intake = Intake::new(
             engine.boards.clone(),
             engine.checks,
@@ -96,6 +111,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
             engine.max_event_bytes,
             sink.keeps_payloads(),
             sink.moderation(),
+            sink.covers(),
         );
         ConsumerLoop {
             source: engine.consumer,
@@ -116,6 +132,10 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
             rebalances: engine.rebalances,
             resume_tx,
             resumes,
+            handover_tx,
+            handovers,
+            looking: false,
+            behind: Default::default(),
             shutdown,
         }
     }
@@ -130,6 +150,10 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
         tokio::pin!(timer);
         let mut armed: Option<Instant> = None;
         let mut stop = self.shutdown.clone();
+        let mut handover = tokio::time::interval(HANDOVER_EVERY);
+        handover.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let backfill = self.role == Role::Backfill;
+        let covers = self.sink.covers();
         self.health.set_consuming(true);
         loop {
             self.queue.start_flushes(&*self.sink, &self.shutdown);
@@ -147,6 +171,13 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
                 _ = stop.changed() => break,
                 Some(ev) = self.rebalances.recv() => self.on_rebalance(ev),
                 Some(r) = self.resumes.recv() => self.on_resume(r),
+                Some(h) = self.handovers.recv() => self.on_handover(h),
+                _ = handover.tick(), if (backfill && !self.looking) || covers.is_some() => {
+                    match &covers {
+                        Some(covers) => self.take_over(covers),
+                        None => self.look_at_live(),
+                    }
+                }
                 done = self.queue.next_done(), if self.queue.has_inflight() => self.on_flush_done(done),
                 () = &mut timer, if armed.is_some() => {
                     armed = None;
@@ -223,6 +254,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
     fn on_rebalance(&mut self, ev: RebalanceEvent) {
         match ev {
             RebalanceEvent::Assigned(parts) => {
+                self.intake.forget_cover(Some(&parts));
                 // The rebalance callback paused them: they start reading
                 // where Redis says once that is known.
                 let (generation, lookup) =
@@ -230,6 +262,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
                 self.look_up(generation, lookup);
             }
             RebalanceEvent::Revoked(parts) => {
+                self.intake.forget_cover(Some(&parts));
                 self.partitions.revoke(&parts);
                 self.queue.drop_partitions(&parts);
             }
@@ -312,6 +345,118 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
         }
     }
 
+    /// A live consumer takes over the partitions where shadows are complete
+    /// up to a little behind it (`cover.rs`): it drops what it holds of
+    /// them unsent and reads them again from there, applying the shadows
+    /// beside its boards (whose fences skip what they hold).
+    fn take_over(&mut self, covers: &crate::engine::cover::Covers) {
+        let parts: Vec<(TopicPartition, u64)> = self
+            .partitions
+            .handover_states()
+            .into_iter()
+            .map(|(p, _)| {
+                let bits = self.intake.cover_bits(&p);
+                (p, bits)
+            })
+            .collect();
+        for (part, bits, from) in covers.takeovers(&parts) {
+            self.queue.drop_partitions(std::slice::from_ref(&part));
+            if let Err(e) = self.source.seek(&part, Offset::Offset(from)) {
+                tracing::warn!(error = %e, topic = %part.0, partition = part.1, "Could not move a partition to take shadow boards over; trying again later.");
+                continue;
+            }
+            self.intake.take_over(&part, bits, self.queue.building());
+            let boards: Vec<&str> = covers
+                .shadows()
+                .iter()
+                .enumerate()
+                .filter(|(s, _)| bits & (1 << s) != 0)
+                .map(|(_, sh)| sh.name.as_str())
+                .collect();
+            tracing::info!(topic = %part.0, partition = part.1, from, boards = ?boards, "The live consumers take this partition over from the shadows' backfill: they read it again from where the shadows are complete and apply them beside their boards.");
+        }
+    }
+
+    /// A backfill: asks where its shadow is complete and where the live
+    /// consumers are, for the partitions it reads or left to them.
+    fn look_at_live(&mut self) {
+        let parts: Vec<TopicPartition> = self
+            .partitions
+            .handover_states()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        if parts.is_empty() {
+            return;
+        }
+        self.looking = true;
+        let ask = self.sink.handover(parts);
+        let tx = self.handover_tx.clone();
+        tokio::spawn(async move {
+            let _ = tx.send(ask.await);
+        });
+    }
+
+    /// A backfill leaves the live consumers a partition where its shadow is
+    /// complete up to their position: they apply the shadow there beside
+    /// their boards (`cover.rs`), so it stops reading the partition. It
+    /// takes one back, from where the shadow is complete, once the live
+    /// consumers have gone past that without it (an instance whose
+    /// configuration lacks the shadow, a batch that could not show it
+    /// complete).
+    fn on_handover(&mut self, answer: Result<Handover, String>) {
+        self.looking = false;
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::debug!(error = %e, "Could not read where the live consumers are; looking again shortly.");
+                return;
+            }
+        };
+        for (part, handed) in self.partitions.handover_states() {
+            let Some(&(complete, live)) = answer.get(&part) else {
+                continue;
+            };
+            let reached = complete.zip(live).is_some_and(|(c, l)| c >= l);
+            if reached || !handed {
+                self.behind.remove(&part);
+            } else if self.behind.insert(part.clone()) {
+                continue;
+            }
+            match (handed, reached, complete) {
+                (false, true, Some(at)) => {
+                    if let Err(e) = self.source.pause(std::slice::from_ref(&part)) {
+                        tracing::warn!(error = %e, "Could not pause a partition left to the live consumers.");
+                        continue;
+                    }
+                    self.partitions.set_handed(&part, true);
+                    tracing::info!(topic = %part.0, partition = part.1, complete = at, "The shadow's backfill leaves this partition to the live consumers: the shadow is complete up to their position, and they apply it beside their boards.");
+                    self.commit_resume_position(&part, Offset::Offset(at));
+                }
+                // Its consumer group's committed offset follows the
+                // shadow, so Kafka's lag monitors see no backlog.
+                (true, true, Some(at)) => self.commit_resume_position(&part, Offset::Offset(at)),
+                (true, false, _) => {
+                    if let Some(at) = complete
+                        && let Err(e) = self.source.seek(&part, Offset::Offset(at))
+                    {
+                        tracing::warn!(error = %e, topic = %part.0, partition = part.1, "Could not move a partition taken back from the live consumers; looking again shortly.");
+                        continue;
+                    }
+                    self.partitions.set_handed(&part, false);
+                    self.behind.remove(&part);
+                    if !self.partitions.paused()
+                        && let Err(e) = self.source.resume(std::slice::from_ref(&part))
+                    {
+                        tracing::warn!(error = %e, "Could not resume a partition taken back from the live consumers.");
+                    }
+                    tracing::info!(topic = %part.0, partition = part.1, from = ?complete, live = ?live, "The shadow's backfill reads this partition again: the live consumers went past where the shadow is complete without applying it.");
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Everything before a position recorded in Redis is applied, so it is
     /// also stored for Kafka's commit: otherwise a partition whose last
     /// batch reached Redis just before its previous owner died, and that
@@ -362,6 +507,7 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
     /// from the position Redis now has. The fences skip whatever Redis kept.
     fn rewind(&mut self) {
         self.queue.discard_unsent();
+        self.intake.forget_cover(None);
         // A partition Redis has no position for lost everything it had (or
         // never had any): it is read again from the beginning of the log,
         // and the fences skip whatever Redis still has.

@@ -41,6 +41,10 @@ type Part = (Arc<str>, i32);
 /// Positions by partition: the next offset to read.
 type Found = HashMap<Part, i64>;
 
+/// Partition → (where a shadow's backfill positions say it is complete,
+/// the live consumers' position), each absent when Redis has none.
+pub(crate) type Handover = HashMap<Part, (Option<i64>, Option<i64>)>;
+
 /// Where one consumer loop records its positions.
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
@@ -51,12 +55,15 @@ pub(crate) struct Ledger {
     /// The live consumers': the boards they apply, each with its backfill
     /// positions' key, and whether that key was found holding positions (a
     /// board taken over from its backfill), so that saves go to it too.
-    handovers: Arc<[Handover]>,
+    handovers: Arc<[TakenOver]>,
+    /// A backfill's: the live consumers' positions (saves to `key` then
+    /// only raise positions).
+    live: Option<String>,
 }
 
 /// A board the live consumers apply, which may have been a shadow.
 #[derive(Debug)]
-struct Handover {
+struct TakenOver {
     /// The name in its keys.
     board: String,
     key: String,
@@ -71,24 +78,60 @@ impl Ledger {
             key: keys::positions_key(prefix),
             otherwise: None,
             handovers: boards
-                .map(|b| Handover {
+                .map(|b| TakenOver {
                     board: b.to_string(),
                     key: keys::backfill_positions_key(prefix, b),
                     taken: AtomicBool::new(false),
                 })
                 .collect(),
+            live: None,
         }
     }
 
     /// A shadow board's backfill: from its own positions, or where it has
     /// none, from the start of the replay (`replays`) or the live
-    /// consumers' positions (a shadow without `backfill_from`).
+    /// consumers' positions (a shadow without `backfill_from`). Its
+    /// positions are only ever raised: the live consumers raise them too
+    /// where they apply the shadow beside their boards (`engine::cover`).
     pub(crate) fn backfill(prefix: &str, board: &str, replays: bool) -> Ledger {
         Ledger {
             key: keys::backfill_positions_key(prefix, board),
             otherwise: (!replays).then(|| keys::positions_key(prefix)),
             handovers: Arc::new([]),
+            live: Some(keys::positions_key(prefix)),
         }
+    }
+
+    /// A backfill's view of `partitions`: where its positions say the
+    /// shadow is complete, beside the live consumers' positions; nothing
+    /// for the live consumers' own ledger.
+    pub(crate) async fn handover(
+        &self,
+        store: &Store,
+        partitions: &[Part],
+    ) -> Result<Handover, StoreError> {
+        let Some(live) = &self.live else {
+            return Ok(Handover::new());
+        };
+        let complete = load(store, &self.key, partitions).await?;
+        let live = load(store, live, partitions).await?;
+        Ok(partitions
+            .iter()
+            .map(|p| (p.clone(), (complete.get(p).copied(), live.get(p).copied())))
+            .collect())
+    }
+
+    /// Raises shadows' backfill positions to where a live batch brought
+    /// them (`engine::cover`): per key, (partition field, next offset).
+    pub(crate) async fn save_covered(
+        store: &Store,
+        scripts: &Scripts,
+        saves: &[(&str, Vec<(String, i64)>)],
+    ) -> Result<(), StoreError> {
+        for (key, fields) in saves {
+            save(store, &[key], scripts, (fields.as_slice(), true)).await?;
+        }
+        Ok(())
     }
 
     /// Records an acknowledged batch's positions ([`save`]), in the
@@ -109,7 +152,7 @@ impl Ledger {
         let keys: Vec<&str> = std::iter::once(self.key.as_str())
             .chain(taken.map(|h| h.key.as_str()))
             .collect();
-        save(store, &keys, scripts, &fields).await
+        save(store, &keys, scripts, (&fields, self.live.is_some())).await
     }
 
     /// The recorded positions of `partitions` ([`load`]).
@@ -182,12 +225,13 @@ fn earlier(found: &mut Found, stopped: &Found) -> Vec<(Part, (i64, i64))> {
 /// pipelined, unless Redis lost state since the batch was sent with
 /// `scripts`: positions must never claim a batch that a restarted Redis no
 /// longer has. Each write is a script call for the same reason (a
-/// restarted Redis answers NOSCRIPT).
+/// restarted Redis answers NOSCRIPT). With `raise`, a position is only
+/// ever raised.
 async fn save(
     store: &Store,
     keys: &[&str],
     scripts: &Scripts,
-    fields: &[(String, i64)],
+    (fields, raise): (&[(String, i64)], bool),
 ) -> Result<(), StoreError> {
     if fields.is_empty() || store.epoch() != scripts.epoch {
         return Ok(());
@@ -197,6 +241,9 @@ async fn save(
         .map(|key| {
             let mut cmd = redis::cmd("EVALSHA");
             cmd.arg(&scripts.positions).arg(1).arg(*key);
+            if raise {
+                cmd.arg("raise");
+            }
             for (field, next) in fields {
                 cmd.arg(field).arg(*next);
             }

@@ -80,6 +80,9 @@ pub(crate) struct Instance {
     pub(crate) views: Vec<ConcreteView>,
     /// Every update of the instance, in arrival order.
     pub(crate) updates: Vec<Raw>,
+    /// A shadow board applied beside the live boards (docs/rebuilds.md):
+    /// written like any instance, but not what the events' outcomes count.
+    pub(crate) aside: bool,
 }
 
 /// No instance yet (in [`Updates`]'s `unscoped`).
@@ -145,6 +148,19 @@ impl Updates {
         updates: &[Update<'_>],
         now: i64,
     ) -> Added {
+        self.add_to(boards, resolver, at, (updates, false), now)
+    }
+
+    /// [`Updates::add`], for instances that are `aside` (shadow boards the
+    /// live consumers apply beside their own) or not.
+    pub(crate) fn add_to(
+        &mut self,
+        boards: &BoardSet,
+        resolver: &mut Resolver,
+        at: At,
+        (updates, aside): (&[Update<'_>], bool),
+        now: i64,
+    ) -> Added {
         if updates.is_empty() {
             return Added::None;
         }
@@ -154,7 +170,7 @@ impl Updates {
         let mut last = None;
         for u in updates {
             let board = &boards.boards[u.board];
-            let inst = self.instance(boards, u.board, u.scope.as_deref());
+            let inst = self.instance(boards, u.board, u.scope.as_deref(), aside);
             let member = self.intern_shared(&u.member, &mut last);
             for view in 0..board.views.len() {
                 let r = resolver.resolve(boards, u.board, view, at.ts, now);
@@ -224,7 +240,13 @@ impl Updates {
         i
     }
 
-    fn instance(&mut self, boards: &BoardSet, board: usize, scope: Option<&str>) -> u32 {
+    fn instance(
+        &mut self,
+        boards: &BoardSet,
+        board: usize,
+        scope: Option<&str>,
+        aside: bool,
+    ) -> u32 {
         if scope.is_none()
             && let Some(&i) = self.unscoped.get(board)
             && i != NO_INSTANCE
@@ -244,6 +266,7 @@ impl Updates {
             tag: boards.boards[board].tag(scope),
             views: Vec::new(),
             updates: Vec::new(),
+            aside,
         });
         by_scope.insert(scope.unwrap_or("").into(), i);
         if scope.is_none() {
@@ -279,6 +302,26 @@ impl Updates {
         }
     }
 
+    /// Drops the updates of the events `gone` from the instances that are
+    /// not aside (the live boards').
+    pub(crate) fn drop_live_events(&mut self, gone: &std::collections::HashSet<(u16, i64)>) {
+        for inst in &mut self.instances {
+            if !inst.aside {
+                inst.updates.retain(|u| !gone.contains(&(u.part, u.offset)));
+            }
+        }
+    }
+
+    /// Drops the updates of `board`'s aside instances from partition
+    /// `part` (a shadow the batch no longer applies there).
+    pub(crate) fn drop_aside(&mut self, board: usize, part: u16) {
+        for inst in &mut self.instances {
+            if inst.aside && inst.board == board {
+                inst.updates.retain(|u| u.part != part);
+            }
+        }
+    }
+
     /// What became of each event's updates, per (partition, offset), given
     /// what Redis reported applying them; `None` when Redis took every
     /// update sent and the fences skipped nothing (the common case, which
@@ -294,6 +337,10 @@ impl Updates {
             .and_then(|m| m.batch_routes(&self.members));
         let mut fates = Fates::new();
         for (i, inst) in self.instances.iter().enumerate() {
+            // Outcomes are the live boards'.
+            if inst.aside {
+                continue;
+            }
             let i = i as u32;
             let fences = report.fenced.get(&i);
             let cutoffs = report.late_cutoffs.get(&i);

@@ -458,13 +458,7 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
     let (messages, _) = mixed_events(total, 32, 4, base);
     let (history, live) = messages.split_at(total / 2);
     // The history is decided by the plain fleet; the shadow comes later.
-    let plain = checked_boards(&rfc3339(from));
-    let plain = plain
-        .split("[[board]]\nname = \"star_coins_v2\"")
-        .next()
-        .unwrap_or_default()
-        .to_string()
-        + &plain[plain.find("[[check]]").expect("checks")..];
+    let plain = checked_boards_without_shadow(&rfc3339(from));
     let boards = std::mem::replace(&mut setup.boards, plain);
     apply_history(&broker, &redis, &setup, history)
         .await
@@ -485,40 +479,13 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
         || async { (redis.positions_sum(&setup.prefix).await >= total as i64).then_some(()) },
     )
     .await;
+    let (quarantined, by_check) = quarantined_gifts(&broker, &quarantine, &messages).await;
     // The rule's part is known in advance: every gift of 15 or more.
     let none = HashSet::new();
-    let big: HashSet<String> = gifts(&messages, i64::MIN, &none)
+    let big = gifts(&messages, i64::MIN, &none)
         .filter(|e| e["count"].as_i64().expect("count") >= 15)
-        .map(|e| e["event_id"].as_str().expect("id").to_string())
-        .collect();
-    let id = |l: &common::letters::Letter| -> String {
-        let e: serde_json::Value = serde_json::from_slice(&l.payload).expect("letter json");
-        e["event_id"].as_str().expect("event_id").to_string()
-    };
-    // Letters come in partition order: once every gift over the cap is
-    // there, a quiet spell brings the rest.
-    let letters = read_letters(
-        &broker,
-        &quarantine,
-        Duration::from_secs(60),
-        Duration::from_secs(3),
-        |read| big.iter().all(|b| read.iter().any(|l| id(l) == *b)),
-    )
-    .await;
-    let mut quarantined = HashSet::new();
-    let mut by_check = BTreeMap::<String, usize>::new();
-    for l in &letters {
-        if quarantined.insert(id(l)) {
-            *by_check
-                .entry(l.header("rankflow-check").to_string())
-                .or_default() += 1;
-        }
-    }
-    assert!(
-        big.is_subset(&quarantined),
-        "every gift over the cap quarantined"
-    );
-    assert_eq!(by_check.get("count_cap"), Some(&big.len()), "{by_check:?}");
+        .count();
+    assert_eq!(by_check.get("count_cap"), Some(&big), "{by_check:?}");
     assert!(
         by_check.get("gift_rate").is_some_and(|n| *n > 20),
         "{by_check:?}"
@@ -544,6 +511,188 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
     println!(
         "verified: the shadow left out the {} events the live checks quarantined ({by_check:?}) and equals the model; backfill {done}",
         quarantined.len()
+    );
+}
+
+/// [`checked_boards`] without the shadow: what an instance whose
+/// configuration lacks it runs.
+fn checked_boards_without_shadow(backfill_from: &str) -> String {
+    let boards = checked_boards(backfill_from);
+    boards
+        .split("[[board]]\nname = \"star_coins_v2\"")
+        .next()
+        .unwrap_or_default()
+        .to_string()
+        + &boards[boards.find("[[check]]").expect("checks")..]
+}
+
+/// The gifts of `messages` that the fleet's checks quarantined, and how
+/// many each check did: every letter of the quarantine topic, read until
+/// every gift over the rule check's cap is there (letters come in
+/// partition order), then a quiet spell brings the rest.
+async fn quarantined_gifts(
+    broker: &Broker,
+    quarantine: &str,
+    messages: &[(i32, Vec<u8>)],
+) -> (HashSet<String>, BTreeMap<String, usize>) {
+    let none = HashSet::new();
+    let big: HashSet<String> = gifts(messages, i64::MIN, &none)
+        .filter(|e| e["count"].as_i64().expect("count") >= 15)
+        .map(|e| e["event_id"].as_str().expect("id").to_string())
+        .collect();
+    let id = |l: &common::letters::Letter| -> String {
+        let e: serde_json::Value = serde_json::from_slice(&l.payload).expect("letter json");
+        e["event_id"].as_str().expect("event_id").to_string()
+    };
+    let letters = read_letters(
+        broker,
+        quarantine,
+        Duration::from_secs(180),
+        Duration::from_secs(3),
+        |read| big.iter().all(|b| read.iter().any(|l| id(l) == *b)),
+    )
+    .await;
+    let mut quarantined = HashSet::new();
+    let mut by_check = BTreeMap::<String, usize>::new();
+    for l in &letters {
+        if quarantined.insert(id(l)) {
+            *by_check
+                .entry(l.header("rankflow-check").to_string())
+                .or_default() += 1;
+        }
+    }
+    assert!(
+        big.is_subset(&quarantined),
+        "every gift over the cap quarantined"
+    );
+    (quarantined, by_check)
+}
+
+/// Once its backfill is done, a shadow is applied by the live consumers
+/// beside their boards, and the backfill stops reading the partitions: a
+/// message is then read and decoded once. Live events keep arriving with
+/// a rule check and a rate check on, through `kill -9`s of instances (a
+/// redelivered batch cannot tell a rate check's earlier verdict, so it
+/// leaves the shadow to the backfill there) and an instance whose
+/// configuration lacks the shadow (its partitions are taken back by the
+/// backfill, then handed over again once it leaves). The shadow must
+/// equal the model of its rules over the events the live checks passed,
+/// the live board its own, and the backfill must have handed over and
+/// taken back partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_done_backfill_hands_its_partitions_to_the_live_consumers_through_kills_and_an_instance_without_the_shadow()
+ {
+    let broker = Broker::start();
+    let redis = Redis::start();
+    let (base, from) = hour_ago();
+    let from_text = rfc3339(from);
+    let mut setup = Setup::new(&broker, &redis, &checked_boards(&from_text));
+    setup.batch = (500, 20);
+    let quarantine = unique("quarantine");
+    setup.quarantine = Some(quarantine.clone());
+    broker.create_topic(&setup.topic, 4).await;
+    broker.create_topic(&quarantine, 2).await;
+    let total = 60_000;
+    let (messages, _) = mixed_events(total, 39, 4, base);
+    let (history, live) = messages.split_at(10_000);
+    let with_shadow =
+        std::mem::replace(&mut setup.boards, checked_boards_without_shadow(&from_text));
+    let without_shadow = setup.boards.clone();
+    apply_history(&broker, &redis, &setup, history)
+        .await
+        .kill9();
+    setup.boards = with_shadow.clone();
+    let mut fleet = vec![Process::start(&setup), Process::start(&setup)];
+    wait_for(
+        Duration::from_secs(90),
+        "the backfill done and handed over",
+        || async {
+            let done = backfill_of(&fleet[0], "star_coins_v2").await["state"] == "done";
+            (done && logs(&fleet).contains("leaves this partition to the live consumers"))
+                .then_some(())
+        },
+    )
+    .await;
+    println!("the backfill is done and has left partitions to the live consumers");
+
+    let feeder = feed(
+        &broker,
+        &setup.topic,
+        live.to_vec(),
+        400,
+        Duration::from_millis(250),
+    );
+    // An instance without the shadow joins the live group: the partitions
+    // it takes are read by the backfill again.
+    setup.boards = without_shadow;
+    let plain = Process::start(&setup);
+    setup.boards = with_shadow;
+    wait_for(
+        Duration::from_secs(60),
+        "a partition taken back by the backfill",
+        || async {
+            logs(&fleet)
+                .contains("The shadow's backfill reads this partition again")
+                .then_some(())
+        },
+    )
+    .await;
+    let mut at = redis.positions_sum(&setup.prefix).await;
+    wait_for(Duration::from_secs(60), "live progress", || async {
+        (redis.positions_sum(&setup.prefix).await >= at + 3_000).then_some(())
+    })
+    .await;
+    plain.sigterm();
+    println!("injected: an instance without the shadow ran in the live group, then stopped");
+    // Faults while the live consumers apply the shadow again.
+    for (victim, instance) in fleet.iter_mut().enumerate() {
+        at = wait_for(Duration::from_secs(60), "live progress", || async {
+            let n = redis.positions_sum(&setup.prefix).await;
+            (n >= at + 4_000).then_some(n)
+        })
+        .await;
+        instance.kill9();
+        *instance = Process::start(&setup);
+        println!("injected: kill -9 of instance {victim} at {at} live positions, restarted");
+    }
+    feeder.await.expect("feeder");
+    wait_for(
+        Duration::from_secs(180),
+        "every event decided live",
+        || async { (redis.positions_sum(&setup.prefix).await >= total as i64).then_some(()) },
+    )
+    .await;
+
+    let (quarantined, _) = quarantined_gifts(&broker, &quarantine, &messages).await;
+    let mut expect = coins(
+        gifts(&messages, i64::MIN, &quarantined),
+        "star_coins",
+        false,
+    );
+    expect.extend(coins(
+        gifts(&messages, from, &quarantined),
+        "star_coins_v2",
+        true,
+    ));
+    let show = || logs(&fleet);
+    wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(120), show).await;
+    // What the instances now running did (those killed took their logs).
+    let log = logs(&fleet);
+    let count = |line: &str| log.matches(line).count();
+    let handed = count("The shadow's backfill leaves this partition to the live consumers");
+    let started = count("The live consumers apply the shadow board in this partition")
+        + count("The live consumers take this partition over from the shadows' backfill");
+    assert!(handed >= 1 && started >= 1, "{log}");
+    // In the end the live consumers apply the shadow everywhere.
+    let lag = wait_for(Duration::from_secs(30), "the backfill level", || async {
+        let b = backfill_of(&fleet[0], "star_coins_v2").await;
+        (b["lag"] == 0).then_some(b)
+    })
+    .await;
+    println!(
+        "verified: the shadow ({} members) equals the model of its rules over the {} events the live checks passed and the live board its own; the backfill took a partition back from the instance without the shadow, and in the instances now running handed {handed} partitions over, the live consumers started applying the shadow {started} times; backfill {lag}",
+        expect["star_coins_v2/all"].len(),
+        total - quarantined.len()
     );
 }
 
@@ -1396,10 +1545,11 @@ async fn ahead_of_backfill(redis: &Redis, setup: &Setup) -> BTreeMap<String, i64
 /// Making a promotion permanent needs no second backfill: `star_coins`
 /// takes the shadow's rules and, with `stored_as`, its keys. A rolling
 /// restart runs an old and a new instance side by side while events
-/// arrive; the new one stops, and the old one, then alone, is killed at a
-/// moment when its backfill positions are behind its live positions, so
-/// the messages in between reach the board only if the next new instance
-/// resumes there. The board must equal the model of the new rules since
+/// arrive; the new one stops, and the old one, then alone, is killed, its
+/// backfill positions then behind its live positions (moved back, as an
+/// instance that does not apply the shadow beside its boards leaves them),
+/// so the messages in between reach the board only if the next new
+/// instance resumes there. The board must equal the model of the new rules since
 /// `backfill_from`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn making_a_promotion_permanent_takes_over_the_shadows_keys_without_a_second_backfill() {
@@ -1491,14 +1641,28 @@ async fn making_a_promotion_permanent_takes_over_the_shadows_keys_without_a_seco
         },
     )
     .await;
-    let gap = wait_for(Duration::from_secs(20), "the backfill behind", || async {
-        let ahead = ahead_of_backfill(&redis, &setup).await;
-        (!ahead.is_empty()).then_some(ahead)
-    })
-    .await;
     old.kill9();
+    // Its live consumers applied the shadow beside their boards and kept
+    // its backfill positions level with theirs. An instance that did not
+    // (a version before that, or one whose batches could not show the
+    // shadow complete) leaves them behind: as here, where they are moved
+    // back by up to 500 messages, which they may always be (they only say
+    // that everything before them reached the shadow).
+    let key = format!("{}:positions~backfill:star_coins_v2", setup.prefix);
+    let mut c = redis.conn().await;
+    for (field, at) in read_positions().await {
+        let _: i64 = redis::cmd("HSET")
+            .arg(&key)
+            .arg(&field)
+            .arg((at - 500).max(0))
+            .query_async(&mut c)
+            .await
+            .expect("move a backfill position back");
+    }
+    let gap = ahead_of_backfill(&redis, &setup).await;
+    assert!(!gap.is_empty());
     println!(
-        "injected: kill -9 of the old instance, its live positions ahead of its backfill's by {gap:?}"
+        "injected: kill -9 of the old instance, its backfill positions then moved behind its live positions by {gap:?}"
     );
     fleet.push(Process::start(&setup));
     // A third instance joins once the second has resumed from the backfill
