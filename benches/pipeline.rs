@@ -99,9 +99,11 @@ type Batch = (usize, u64);
 /// a rule check and a rate check (`support::CHECKS`: at most 500 gifts of
 /// one sender per minute of event time), and `star_coins_v2`, a shadow of
 /// the workload's `star_coins` (the same views, as a shadow must keep
-/// them) with new prices, whose backfill starts before the stream: its own
-/// consumer group applies every event to it, as a shadow that has caught
-/// up does. The run also hides the top sender `u1` from `star_fans`
+/// them) with new prices whose backfill has caught up: its positions and
+/// the live ones say the stream's start before the run
+/// (`support::caught_up`), so the live consumers apply it beside their
+/// boards from their first batch and its backfill reads nothing, as once
+/// any backfill is done (docs/rebuilds.md). The run also hides the top sender `u1` from `star_fans`
 /// (`support::hide`). They run on a stream whose event times are 20 ms
 /// apart, as a live stream's are (in the main stream every event has
 /// nearly the same time, and a rate check would quarantine most of the top
@@ -203,11 +205,14 @@ async fn measure(
     support::perf_control("enable");
     let run = if operated {
         // The operator features: the quarantine topic the checks need, the
-        // hidden member, and the shadow board's own consumer group.
+        // hidden member, and the shadow board.
         let prepare = |s: &mut Setup| {
             s.quarantine = Some(unique("quarantine"));
             if operator_feature("hide") {
                 support::hide(redis, &s.prefix, "u1", "star_fans");
+            }
+            if boards.contains("shadow_of") {
+                support::caught_up(redis, &s.prefix, topic, "star_coins_v2");
             }
         };
         if boards.contains("shadow_of") {

@@ -209,8 +209,9 @@ pub async fn consume_with(
 
 /// [`consume_with`] for a configuration with the shadow board `shadow`: the
 /// run ends when the live consumers have counted the topic's `events` and
-/// the shadow's own consumer group has been through them too (its backfill
-/// positions, which count no events in `rankflow_events_total`).
+/// the shadow is complete up to the end too (its backfill positions,
+/// raised by its backfill or by the live consumers applying it beside
+/// their boards; the shadow counts no events in `rankflow_events_total`).
 pub async fn consume_with_shadow(
     shadow: &str,
     broker: &Broker,
@@ -687,6 +688,20 @@ pub fn hide(redis: &Redis, prefix: &str, member: &str, board: &str) {
     let key = format!("{prefix}:moderation");
     redis.cli(&["HSET", &key, &format!("h:{member}"), &entry]);
     redis.cli(&["HINCRBY", &key, "~gen", "1"]);
+}
+
+/// Records the shadow board `shadow` complete up to the start of `topic`'s
+/// 8 partitions, where the live consumers are too: the state a backfill
+/// leaves once it has caught up, before a run consumes the topic.
+pub fn caught_up(redis: &Redis, prefix: &str, topic: &str, shadow: &str) {
+    for key in [
+        format!("{prefix}:positions~backfill:{shadow}"),
+        format!("{prefix}:positions"),
+    ] {
+        for p in 0..8 {
+            redis.cli(&["HSET", &key, &format!("{topic}/{p}"), "0"]);
+        }
+    }
 }
 
 /// Whether a run that counted `n` events is done (`Until`).

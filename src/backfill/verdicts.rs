@@ -102,12 +102,25 @@ impl Verdicts {
         events: HashSet<(u16, i64)>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Option<HashSet<(u16, i64)>> {
-        let mut seen = self.seen.lock().await;
-        while !seen.complete_to(ends) {
+        loop {
+            {
+                let seen = self.seen.lock().await;
+                if seen.complete_to(ends) {
+                    return Some(answer(&seen, fields, events));
+                }
+            }
+            // Waited for without the record locked: a live batch may ask
+            // it meanwhile (`quarantined_now`), and the live positions
+            // this waits for may depend on that batch.
             let live = self.live_beyond(ends, shutdown).await?;
+            let mut seen = self.seen.lock().await;
+            if seen.complete_to(ends) {
+                continue;
+            }
             match self.read_on(&mut seen).await {
                 Ok(()) => seen.complete.extend(live),
                 Err(e) => {
+                    drop(seen);
                     tracing::warn!(topic = %self.topic, error = %e, "Could not read the quarantine topic for a backfill; trying again.");
                     tokio::select! {
                         _ = tokio::time::sleep(PAUSE) => {}
@@ -116,7 +129,6 @@ impl Verdicts {
                 }
             }
         }
-        Some(answer(&seen, fields, events))
     }
 
     /// [`Verdicts::quarantined`] without waiting: `None` unless the live

@@ -170,8 +170,11 @@ impl Covers {
                 if continuing & (1 << s) != 0 || !due {
                     continue;
                 }
+                // Level with the live position, a batch from there applies
+                // the shadow as it is; behind it, nothing but a takeover
+                // brings it the messages in between.
                 if let Some(&at) = c.at.get(&key)
-                    && at <= live
+                    && at < live
                     && live - at <= MAX_TAKEOVER
                 {
                     bits |= 1 << s;
@@ -401,18 +404,31 @@ shadow_of = "coins"
         let p = |n: i32| -> TopicPartition { (Arc::from("t"), n) };
         {
             let mut k = c.complete(1);
-            k.live = [("t/0", 500), ("t/1", 500), ("t/2", 500), ("t/3", 200_000)]
-                .into_iter()
-                .map(|(f, o)| (f.to_string(), o))
-                .collect();
-            for (f, at) in [("t/0", 480), ("t/1", 600), ("t/3", 50_000)] {
+            k.live = [
+                ("t/0", 500),
+                ("t/1", 500),
+                ("t/2", 500),
+                ("t/3", 200_000),
+                ("t/5", 700),
+            ]
+            .into_iter()
+            .map(|(f, o)| (f.to_string(), o))
+            .collect();
+            for (f, at) in [("t/0", 480), ("t/1", 600), ("t/3", 50_000), ("t/5", 700)] {
                 k.at.insert((0, f.to_string()), at);
             }
         }
-        let parts = [(p(0), 0), (p(1), 0), (p(2), 0), (p(3), 0), (p(4), 0)];
-        // t/0 is 20 behind: read again from 480. t/1 is ahead (a batch
-        // from the live position applies it as it is), t/2 has no
-        // position, t/3 is too far behind, t/4 has no live position.
+        let parts = [
+            (p(0), 0),
+            (p(1), 0),
+            (p(2), 0),
+            (p(3), 0),
+            (p(4), 0),
+            (p(5), 0),
+        ];
+        // t/0 is 20 behind: read again from 480. t/1 is ahead and t/5
+        // level (a batch from the live position applies it as it is), t/2
+        // has no position, t/3 is too far behind, t/4 has no live position.
         assert_eq!(c.takeovers(&parts), vec![(p(0), 1, 480)]);
         assert!(c.takeovers(&parts).is_empty(), "not again at once");
         // A partition whose batches go on with the shadow is not taken over.

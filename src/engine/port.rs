@@ -144,11 +144,21 @@ impl Sink for Flusher {
         let writer = self.writer.clone();
         let ledger = self.ledger.clone();
         let replay = self.replay.clone();
+        let covers = self.covers.clone();
         Box::pin(async move {
             let mut found = ledger
                 .load(writer.store(), &parts)
                 .await
                 .map_err(|e| e.to_string())?;
+            // Where the shadows are complete, before the first batch: a
+            // partition resuming where a shadow is complete applies it
+            // from its first batch, without a takeover.
+            if let Some(covers) = covers {
+                let store = writer.store();
+                if let Err(e) = covers.refresh(store, store.scripts().epoch).await {
+                    tracing::debug!(error = %e, "Could not read where shadow boards are complete; the first batch reads it.");
+                }
+            }
             if let Some(replay) = replay {
                 let missing = parts
                     .into_iter()

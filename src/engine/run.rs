@@ -343,6 +343,11 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
         {
             tracing::warn!(error = %e, "Could not resume partitions.");
         }
+        // A backfill looks at once whether the live consumers apply its
+        // shadow there, rather than read a second's worth first.
+        if self.role == Role::Backfill && !self.looking {
+            self.look_at_live();
+        }
     }
 
     /// A live consumer takes over the partitions where shadows are complete
@@ -360,11 +365,12 @@ impl<Src: Source, Snk: Sink> ConsumerLoop<Src, Snk> {
             })
             .collect();
         for (part, bits, from) in covers.takeovers(&parts) {
-            self.queue.drop_partitions(std::slice::from_ref(&part));
+            // Moved first: what is dropped must be read again.
             if let Err(e) = self.source.seek(&part, Offset::Offset(from)) {
                 tracing::warn!(error = %e, topic = %part.0, partition = part.1, "Could not move a partition to take shadow boards over; trying again later.");
                 continue;
             }
+            self.queue.drop_partitions(std::slice::from_ref(&part));
             self.intake.take_over(&part, bits, self.queue.building());
             let boards: Vec<&str> = covers
                 .shadows()

@@ -448,12 +448,7 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
     let broker = Broker::start();
     let redis = Redis::start();
     let (base, from) = hour_ago();
-    let mut setup = Setup::new(&broker, &redis, &checked_boards(&rfc3339(from)));
-    setup.batch = (500, 20);
-    let quarantine = unique("quarantine");
-    setup.quarantine = Some(quarantine.clone());
-    broker.create_topic(&setup.topic, 4).await;
-    broker.create_topic(&quarantine, 2).await;
+    let (mut setup, quarantine) = checked_setup(&broker, &redis, from).await;
     let total = 30_000;
     let (messages, _) = mixed_events(total, 32, 4, base);
     let (history, live) = messages.split_at(total / 2);
@@ -473,12 +468,7 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
     );
     let fleet = [Process::start(&setup), Process::start(&setup)];
     feeder.await.expect("feeder");
-    wait_for(
-        Duration::from_secs(180),
-        "every event decided live",
-        || async { (redis.positions_sum(&setup.prefix).await >= total as i64).then_some(()) },
-    )
-    .await;
+    all_decided(&redis, &setup, total).await;
     let (quarantined, by_check) = quarantined_gifts(&broker, &quarantine, &messages).await;
     // The rule's part is known in advance: every gift of 15 or more.
     let none = HashSet::new();
@@ -491,16 +481,7 @@ async fn a_backfill_leaves_out_exactly_what_the_live_checks_quarantined() {
         "{by_check:?}"
     );
 
-    let mut expect = coins(
-        gifts(&messages, i64::MIN, &quarantined),
-        "star_coins",
-        false,
-    );
-    expect.extend(coins(
-        gifts(&messages, from, &quarantined),
-        "star_coins_v2",
-        true,
-    ));
+    let expect = checked_model(&messages, from, &quarantined);
     let show = || logs(&fleet);
     wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(120), show).await;
     let done = wait_for(Duration::from_secs(30), "the backfill done", || async {
@@ -524,6 +505,40 @@ fn checked_boards_without_shadow(backfill_from: &str) -> String {
         .unwrap_or_default()
         .to_string()
         + &boards[boards.find("[[check]]").expect("checks")..]
+}
+
+/// A setup of [`checked_boards`] with its shadow's history from `from`,
+/// 4 partitions and a quarantine topic (named in the answer).
+async fn checked_setup(broker: &Broker, redis: &Redis, from: i64) -> (Setup, String) {
+    let mut setup = Setup::new(broker, redis, &checked_boards(&rfc3339(from)));
+    setup.batch = (500, 20);
+    let quarantine = unique("quarantine");
+    setup.quarantine = Some(quarantine.clone());
+    broker.create_topic(&setup.topic, 4).await;
+    broker.create_topic(&quarantine, 2).await;
+    (setup, quarantine)
+}
+
+/// Waits until the live consumers have decided `total` events.
+async fn all_decided(redis: &Redis, setup: &Setup, total: usize) {
+    wait_for(
+        Duration::from_secs(180),
+        "every event decided live",
+        || async { (redis.positions_sum(&setup.prefix).await >= total as i64).then_some(()) },
+    )
+    .await;
+}
+
+/// The reference of [`checked_boards`]: `star_coins` over every gift the
+/// checks passed, its shadow over those from `from` on.
+fn checked_model(messages: &[(i32, Vec<u8>)], from: i64, quarantined: &HashSet<String>) -> Boards {
+    let mut expect = coins(gifts(messages, i64::MIN, quarantined), "star_coins", false);
+    expect.extend(coins(
+        gifts(messages, from, quarantined),
+        "star_coins_v2",
+        true,
+    ));
+    expect
 }
 
 /// The gifts of `messages` that the fleet's checks quarantined, and how
@@ -586,12 +601,7 @@ async fn a_done_backfill_hands_its_partitions_to_the_live_consumers_through_kill
     let redis = Redis::start();
     let (base, from) = hour_ago();
     let from_text = rfc3339(from);
-    let mut setup = Setup::new(&broker, &redis, &checked_boards(&from_text));
-    setup.batch = (500, 20);
-    let quarantine = unique("quarantine");
-    setup.quarantine = Some(quarantine.clone());
-    broker.create_topic(&setup.topic, 4).await;
-    broker.create_topic(&quarantine, 2).await;
+    let (mut setup, quarantine) = checked_setup(&broker, &redis, from).await;
     let total = 60_000;
     let (messages, _) = mixed_events(total, 39, 4, base);
     let (history, live) = messages.split_at(10_000);
@@ -656,24 +666,10 @@ async fn a_done_backfill_hands_its_partitions_to_the_live_consumers_through_kill
         println!("injected: kill -9 of instance {victim} at {at} live positions, restarted");
     }
     feeder.await.expect("feeder");
-    wait_for(
-        Duration::from_secs(180),
-        "every event decided live",
-        || async { (redis.positions_sum(&setup.prefix).await >= total as i64).then_some(()) },
-    )
-    .await;
+    all_decided(&redis, &setup, total).await;
 
     let (quarantined, _) = quarantined_gifts(&broker, &quarantine, &messages).await;
-    let mut expect = coins(
-        gifts(&messages, i64::MIN, &quarantined),
-        "star_coins",
-        false,
-    );
-    expect.extend(coins(
-        gifts(&messages, from, &quarantined),
-        "star_coins_v2",
-        true,
-    ));
+    let expect = checked_model(&messages, from, &quarantined);
     let show = || logs(&fleet);
     wait_boards_or_show(&redis, &setup, &expect, Duration::from_secs(120), show).await;
     // What the instances now running did (those killed took their logs).
