@@ -46,8 +46,9 @@ use super::batch::Batch;
 /// [`Batch::covered`]. Any others are left to their backfill.
 const MAX_SHADOWS: usize = 64;
 
-/// Most messages a live consumer reads again to take a partition over.
-const MAX_TAKEOVER: i64 = 100_000;
+/// Most messages a live consumer reads again to take a partition over:
+/// the live consumers are that much later for it, once.
+const MAX_TAKEOVER: i64 = 20_000;
 
 /// Least time between two takeovers of one partition for one shadow.
 const TAKEOVER_AGAIN: Duration = Duration::from_secs(10);
@@ -59,6 +60,8 @@ pub(crate) struct Shadow {
     pub(crate) name: String,
     /// Its backfill positions.
     key: String,
+    /// Its backfill's progress (`done`).
+    progress: String,
     /// The boards, with only this one taking events (its rules).
     pub(crate) rules: Arc<BoardSet>,
 }
@@ -90,6 +93,8 @@ struct Complete {
     live: HashMap<String, i64>,
     /// When each (shadow, partition field) was last taken over.
     tried: HashMap<(usize, String), Instant>,
+    /// The shadows whose backfill is done (bits).
+    done: u64,
 }
 
 impl Covers {
@@ -110,6 +115,7 @@ impl Covers {
                 board: i,
                 name: b.name.clone(),
                 key: keys::backfill_positions_key(&boards.key_prefix, &b.stored),
+                progress: keys::backfill_key(&boards.key_prefix, &b.name),
                 rules: Arc::new(rules_of(&b.name)?),
             });
         }
@@ -136,15 +142,18 @@ impl Covers {
             c.at.clear();
             c.broken.clear();
             c.live.clear();
+            c.done = 0;
             c.epoch = epoch;
         }
         c
     }
 
     /// The partitions of `parts` (with the shadows a batch there would go
-    /// on with, bits) to take over: per partition, the shadows complete up
-    /// to no more than [`MAX_TAKEOVER`] messages behind the live position,
-    /// with where to read again from (the lowest of their positions).
+    /// on with, bits) to take over: per partition, the shadows whose
+    /// backfill is done (one still replaying catches up faster on its own)
+    /// and complete up to no more than [`MAX_TAKEOVER`] messages behind
+    /// the live position, with where to read again from (the lowest of
+    /// their positions).
     pub(crate) fn takeovers(
         &self,
         parts: &[(TopicPartition, u64)],
@@ -167,7 +176,7 @@ impl Covers {
                     .tried
                     .get(&key)
                     .is_none_or(|t| now.duration_since(*t) >= TAKEOVER_AGAIN);
-                if continuing & (1 << s) != 0 || !due {
+                if continuing & (1 << s) != 0 || c.done & (1 << s) == 0 || !due {
                     continue;
                 }
                 // Level with the live position, a batch from there applies
@@ -299,6 +308,15 @@ impl Covers {
         for (s, shadow) in self.shadows.iter().enumerate() {
             let found: HashMap<String, i64> =
                 store.query(redis::cmd("HGETALL").arg(&shadow.key)).await?;
+            // Done stays done: asked until it is.
+            if self.complete(epoch).done & (1 << s) == 0 {
+                let done: bool = store
+                    .query(redis::cmd("HEXISTS").arg(&shadow.progress).arg("done"))
+                    .await?;
+                if done {
+                    self.complete(epoch).done |= 1 << s;
+                }
+            }
             let mut c = self.complete(epoch);
             for (field, next) in found {
                 let at = c.at.entry((s, field)).or_insert(next);
@@ -404,6 +422,7 @@ shadow_of = "coins"
         let p = |n: i32| -> TopicPartition { (Arc::from("t"), n) };
         {
             let mut k = c.complete(1);
+            k.done = 1;
             k.live = [
                 ("t/0", 500),
                 ("t/1", 500),
@@ -426,6 +445,9 @@ shadow_of = "coins"
             (p(4), 0),
             (p(5), 0),
         ];
+        c.complete(1).done = 0;
+        assert!(c.takeovers(&parts).is_empty(), "its backfill still replays");
+        c.complete(1).done = 1;
         // t/0 is 20 behind: read again from 480. t/1 is ahead and t/5
         // level (a batch from the live position applies it as it is), t/2
         // has no position, t/3 is too far behind, t/4 has no live position.
