@@ -18,10 +18,10 @@
 //!
 //! Checks make a backfill trail the live consumers (it waits for their
 //! verdicts), so it seldom gets ahead of where their next batch starts.
-//! A live consumer then takes the partition over: once the shadow is
-//! complete up to a little behind where it reads (`MAX_TAKEOVER`), it
-//! reads the partition again from there, applying the shadow beside its
-//! boards (whose fences skip what they hold).
+//! A live consumer then takes the partition over: once the backfill is
+//! done and the shadow complete up to a little behind the live position
+//! (`MAX_TAKEOVER`), it reads the partition again from there, applying
+//! the shadow beside its boards (whose fences skip what they hold).
 //!
 //! An event that a rate check finds dealt with by a batch that got through
 //! (`Decision::Applied`) may have been quarantined or passed then, which
