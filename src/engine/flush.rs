@@ -134,12 +134,7 @@ impl Flusher {
         {
             return Flushed::Abandoned;
         }
-        // Now that the batch before it was applied: the shadows it applies
-        // beside the live boards must be complete where it starts.
-        if let Some(covers) = &self.covers
-            && batch.covered.iter().any(|&bits| bits != 0)
-            && covers.check(&mut batch, scripts.epoch)
-        {
+        if self.check_covers(&mut batch, scripts.epoch) {
             prepared = self.writer.prepare(&batch.updates);
         }
         let started = Instant::now();
@@ -159,10 +154,11 @@ impl Flusher {
                     let took = started.elapsed();
                     // Before the next batch checks where its shadows are
                     // complete.
-                    let covered = match &self.covers {
-                        Some(covers) => covers.applied(&batch, scripts.epoch),
-                        None => Vec::new(),
-                    };
+                    let covered = self
+                        .covers
+                        .as_ref()
+                        .map(|c| c.applied(&batch, scripts.epoch))
+                        .unwrap_or_default();
                     let _ = done.send(true);
                     self.record_positions(&batch, &scripts, &covered).await;
                     return Flushed::Applied(Box::new(batch), report, took);
@@ -190,6 +186,18 @@ impl Flusher {
                 _ = shutdown.changed() => return Flushed::Abandoned,
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// Once the batch before it was applied: the shadows the batch applies
+    /// beside the live boards must be complete where it starts
+    /// (`cover.rs`); answers whether that took any out.
+    fn check_covers(&self, batch: &mut Batch, epoch: u64) -> bool {
+        match &self.covers {
+            Some(covers) if batch.covered.iter().any(|&bits| bits != 0) => {
+                covers.check(batch, epoch)
+            }
+            _ => false,
         }
     }
 
