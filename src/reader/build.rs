@@ -139,7 +139,7 @@ pub(super) async fn build(
 }
 
 /// A name no other build of this or another process uses at once.
-fn nonce() -> String {
+pub(super) fn nonce() -> String {
     static BUILDS: AtomicU64 = AtomicU64::new(0);
     let n = BUILDS.fetch_add(1, Ordering::Relaxed);
     format!(

@@ -17,7 +17,7 @@ use tokio::sync::OnceCell;
 
 use super::build;
 use super::error::ReadError;
-use super::plan::UnionPlan;
+use super::plan::{PRIVATE_TTL_MS, UnionPlan};
 use super::script::ReadScript;
 use crate::sink::store::{Store, StoreError};
 
@@ -41,10 +41,18 @@ fn lifetimes(ttl_ms: i64) -> (i64, i64) {
     (ttl_ms, (ttl_ms - grace).max(1))
 }
 
-/// One union's computation in this process: empty while it runs; then,
-/// if this call built the result key, until when the result is surely
-/// still there (so later readers skip even the script's `EXISTS`).
-type Flight = Arc<OnceCell<Option<Instant>>>;
+/// What one union's computation in this process found: if it built the
+/// result key, until when the result is surely still there (so later
+/// readers skip even the script's `EXISTS`); and whether the union has
+/// members (a result key to read) at all.
+#[derive(Clone, Copy)]
+struct Outcome {
+    until: Option<Instant>,
+    members: bool,
+}
+
+/// One union's computation in this process: empty while it runs.
+type Flight = Arc<OnceCell<Outcome>>;
 
 /// Most unions remembered before those no longer fresh are dropped.
 const MAX_FLIGHTS: usize = 1_024;
@@ -70,7 +78,7 @@ impl Default for Unions {
 fn live(flight: &Flight, now: Instant) -> bool {
     match flight.get() {
         None => true,
-        Some(fresh) => fresh.is_some_and(|until| until > now),
+        Some(done) => done.until.is_some_and(|until| until > now),
     }
 }
 
@@ -119,39 +127,54 @@ impl Unions {
     /// `trim` names the board and clock for trimming window sources first;
     /// a union whose boards hold more than `max_entries` entries together
     /// is refused before anything is computed (`[http] max_read_entries`).
+    /// Whether the union has members, so that a reader that then finds no
+    /// result key knows it expired before the read.
     pub(super) async fn ensure(
         &self,
         store: &Store,
         plan: &UnionPlan,
         trim: Trim<'_>,
         max_entries: u64,
-    ) -> Result<(), ReadError> {
+    ) -> Result<bool, ReadError> {
+        if plan.private {
+            // One read's own result: computed whatever is cached, never
+            // shared, deleted by the read.
+            let lives = (PRIVATE_TTL_MS, PRIVATE_TTL_MS);
+            let built = self.build_union(store, plan, &trim, max_entries, lives);
+            return Ok(built.await?.unwrap_or(false));
+        }
         let flight = self.flight(&plan.result);
-        flight
+        let done = flight
             .get_or_try_init(|| async {
                 let sent = Instant::now();
-                let built = self.compute(store, plan, trim, max_entries).await?;
+                let (built, members) = self.compute(store, plan, trim, max_entries).await?;
                 // The marker outlives half the TTL (it lives at least
                 // three quarters of it).
                 let half = Duration::from_millis(self.ttl_ms.unsigned_abs() / 2);
-                Ok::<_, ReadError>(built.then(|| sent + half))
+                let until = built.then(|| sent + half);
+                Ok::<_, ReadError>(Outcome { until, members })
             })
             .await?;
-        Ok(())
+        Ok(done.members)
     }
 
     /// Finds the sources (the registries of `scope=*`), trims window
     /// sources to the clock, counts their entries (refusing more than
     /// `max_entries`), and runs the union script; whether it built a
-    /// (non-empty) result.
+    /// (non-empty) result, and whether the union has members (a fresh
+    /// result has).
     async fn compute(
         &self,
         store: &Store,
         plan: &UnionPlan,
         trim: Trim<'_>,
         max_entries: u64,
-    ) -> Result<bool, ReadError> {
-        let built = self.build_union(store, plan, &trim, max_entries).await?;
+    ) -> Result<(bool, bool), ReadError> {
+        let lives = lifetimes(self.ttl_ms);
+        let built = self.build_union(store, plan, &trim, max_entries, lives);
+        let Some(built) = built.await? else {
+            return Ok((false, true));
+        };
         if built {
             // Member actions wait for unions built lately to expire
             // (docs/moderation.md): this marks when the board's last one
@@ -170,17 +193,20 @@ impl Unions {
                 )
                 .await?;
         }
-        Ok(built)
+        Ok((built, built))
     }
 
-    /// [`Unions::compute`] less the marker: whether it built a result.
+    /// [`Unions::compute`] less the marker, the result and its marker
+    /// living `(ttl_ms, marker_ms)`: whether it built a non-empty result,
+    /// or `None` when the result was fresh.
     async fn build_union(
         &self,
         store: &Store,
         plan: &UnionPlan,
         trim: &Trim<'_>,
         max_entries: u64,
-    ) -> Result<bool, ReadError> {
+        (ttl_ms, marker_ms): (i64, i64),
+    ) -> Result<Option<bool>, ReadError> {
         let (sources, trims) = super::scopes::resolve(store, plan).await?;
         if !trims.is_empty() {
             let instances: Vec<(usize, String)> =
@@ -194,9 +220,8 @@ impl Unions {
             return Err(too_many_entries(plan, entries, max_entries));
         }
         if fresh {
-            return Ok(false);
+            return Ok(None);
         }
-        let (ttl_ms, marker_ms) = lifetimes(self.ttl_ms);
         if build::too_big_for_one_call(plan, entries, self.inline_max) {
             let members = build::build(store, plan, &sources, (ttl_ms, marker_ms)).await?;
             tracing::debug!(
@@ -206,7 +231,7 @@ impl Unions {
                 members,
                 "Built a large union view in slices."
             );
-            return Ok(members > 0);
+            return Ok(Some(members > 0));
         }
         let mut keys: Vec<&str> = vec![&plan.result, &plan.times, &plan.fresh];
         keys.extend(sources.iter().map(String::as_str));
@@ -228,7 +253,8 @@ impl Unions {
                 "Computed a union view from its boards."
             );
         }
-        Ok(made > 1)
+        // 0: another reader made it fresh since the survey.
+        Ok((made > 0).then_some(made > 1))
     }
 }
 

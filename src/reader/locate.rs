@@ -16,6 +16,7 @@ use crate::board::model::{Board, ViewSpec};
 use crate::board::period::period_of;
 
 /// Where a query's data lives.
+#[derive(Clone)]
 pub(super) struct Located<'b> {
     pub(super) board: &'b Board,
     pub(super) board_index: usize,
@@ -29,6 +30,21 @@ pub(super) struct Located<'b> {
     /// For a rolling view (`last:7d`): the union to compute into `key`
     /// before reading it.
     pub(super) union: Option<UnionPlan>,
+}
+
+impl<'b> Located<'b> {
+    /// The same union computed into a key of this read's own (beside the
+    /// shared result, same hash tag), which lives until the read deletes
+    /// it: for a read that found the shared result expired before it
+    /// looked. `None` when `self` is no union.
+    pub(super) fn private(&self) -> Option<Located<'b>> {
+        let plan = self.union.as_ref()?.private();
+        Some(Located {
+            key: plan.result.clone(),
+            union: Some(plan),
+            ..self.clone()
+        })
+    }
 }
 
 /// Checks that `q` names a board and view and that its scope and period fit

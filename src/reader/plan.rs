@@ -34,6 +34,8 @@ pub(super) struct UnionPlan {
     /// rolling view, `scope` for a union of scopes): the one a refusal
     /// names.
     pub(crate) param: &'static str,
+    /// Whether the result is one read's own ([`UnionPlan::private`]).
+    pub(crate) private: bool,
 }
 
 impl UnionPlan {
@@ -54,9 +56,27 @@ impl UnionPlan {
             },
             tie: board.tie_key.code(),
             param: "view",
+            private: false,
+        }
+    }
+
+    /// The same union into a result key of one read's own, beside the
+    /// shared one: computed whatever is cached, living until the read
+    /// deletes it (or [`PRIVATE_TTL_MS`] if the process dies first).
+    pub(super) fn private(&self) -> UnionPlan {
+        let result = keys::helper(&self.result, &format!("read:{}", super::build::nonce()));
+        UnionPlan {
+            times: keys::helper(&result, "t"),
+            fresh: keys::helper(&result, "fresh"),
+            result,
+            private: true,
+            ..self.clone()
         }
     }
 }
+
+/// How long a read's own union result may outlive a read that died, ms.
+pub(super) const PRIVATE_TTL_MS: i64 = 60_000;
 
 /// `scope=*`: where to find the scopes, when the union is computed.
 #[derive(Debug, Clone)]

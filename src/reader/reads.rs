@@ -49,7 +49,55 @@ impl Reader {
         Ok(evicted.get(board_index).copied().unwrap_or(0))
     }
 
-    pub(super) async fn prepare(&self, at: &Located<'_>) -> Result<(), ReadError> {
+    /// Where a read of `at` must be made again, after [`Reader::prepare`]
+    /// said `members` and the read found nothing (`found_nothing`): when
+    /// `at` is a union with members whose result had expired by the time
+    /// the read looked, the same union computed into a key of the read's
+    /// own ([`Located::private`]). The shared result lives `[http]
+    /// union_cache` and no longer, and a stall between computing and
+    /// reading can outlast that; without this such a read answers an
+    /// empty board. Called after every read, it deletes a read's own key
+    /// once it has been read.
+    pub(super) async fn read_again<'b>(
+        &self,
+        at: &Located<'b>,
+        (members, found_nothing): (bool, bool),
+    ) -> Result<Option<Located<'b>>, ReadError> {
+        let Some(plan) = at.union.as_ref() else {
+            return Ok(None);
+        };
+        if plan.private {
+            let _: () = self
+                .store
+                .query(
+                    redis::cmd("UNLINK")
+                        .arg(&plan.result)
+                        .arg(&plan.times)
+                        .arg(&plan.fresh),
+                )
+                .await?;
+            return Ok(None);
+        }
+        if !members || !found_nothing {
+            return Ok(None);
+        }
+        let exists: bool = self
+            .store
+            .query(redis::cmd("EXISTS").arg(&plan.result))
+            .await?;
+        if exists {
+            return Ok(None);
+        }
+        tracing::debug!(
+            key = %plan.result,
+            "A union's result expired before it was read: reading it from a key of the read's own."
+        );
+        Ok(at.private())
+    }
+
+    /// Makes `at` ready to read: trims a window instance, computes a union;
+    /// whether `at` is a union with members.
+    pub(super) async fn prepare(&self, at: &Located<'_>) -> Result<bool, ReadError> {
         if at.window {
             self.trim_window(at.board_index, &at.tag).await?;
         }
@@ -69,9 +117,9 @@ impl Reader {
                 now_ms: self.clock.now_ms(),
             };
             let max = self.max_read_entries;
-            self.unions.ensure(&self.store, plan, trim, max).await?;
+            return self.unions.ensure(&self.store, plan, trim, max).await;
         }
-        Ok(())
+        Ok(false)
     }
 
     pub(super) fn list(
@@ -127,19 +175,26 @@ impl Reader {
     ) -> Result<List, ReadError> {
         check_bound("limit", limit, MAX_LIMIT).map_err(ReadError::BadRequest)?;
         check_bound("offset", offset, MAX_OFFSET).map_err(ReadError::BadRequest)?;
-        let at = match serve {
+        let mut at = match serve {
             Serve::Promoted => self.locate(q).await?,
             Serve::Own => locate(&self.boards, self.clock.now_ms(), q)?,
         };
-        self.prepare(&at).await?;
         // Widened before adding: the bounds above keep the sum far below
         // i64::MAX, the largest index ZRANGE takes, on any platform.
         let (start, count) = (offset as u64, limit as u64);
-        let (total, entries) = if count > 0 && style != RankStyle::Ordinal {
-            self.styled_range(&at, start, start + count - 1, style)
-                .await?
-        } else {
-            self.ordinal_range(&at, start, count).await?
+        let (total, entries) = loop {
+            let members = self.prepare(&at).await?;
+            let read = if count > 0 && style != RankStyle::Ordinal {
+                self.styled_range(&at, start, start + count - 1, style)
+                    .await?
+            } else {
+                self.ordinal_range(&at, start, count).await?
+            };
+            let again = (members, read.0 == 0);
+            match self.read_again(&at, again).await? {
+                Some(again) => at = again,
+                None => break read,
+            }
         };
         if total == 0
             && let Some(key) = &at.past
@@ -205,9 +260,16 @@ impl Reader {
             .filter(|id| seen.insert(id.as_str()))
             .cloned()
             .collect();
-        let at = self.locate(q).await?;
-        self.prepare(&at).await?;
-        let live = self.live_members(&at, &unique, style).await?;
+        let mut at = self.locate(q).await?;
+        let live = loop {
+            let members = self.prepare(&at).await?;
+            let live = self.live_members(&at, &unique, style).await?;
+            let again = (members, live.total == 0);
+            match self.read_again(&at, again).await? {
+                Some(again) => at = again,
+                None => break live,
+            }
+        };
         let (total, entries, source) = match &at.past {
             Some(key) if live.total == 0 => {
                 let rows = match &self.archive {
@@ -252,26 +314,17 @@ impl Reader {
         member: &str,
         style: RankStyle,
     ) -> Result<MemberEntry, ReadError> {
-        let at = self.locate(q).await?;
-        self.prepare(&at).await?;
+        let mut at = self.locate(q).await?;
         let not_found = || ReadError::MemberNotFound {
             member: member.to_string(),
         };
-        let (exists, live) = if style == RankStyle::Ordinal {
-            let live = self.rank_of(&at, member).await?;
-            let entry = live.hit.map(|(rank, score)| {
-                let (_, fields) = composite::read_entry(at.board, &live.stored, score);
-                Entry {
-                    rank: rank + 1,
-                    member: member.to_string(),
-                    score,
-                    fields,
-                }
-            });
-            (live.exists, entry)
-        } else {
-            let live = self.live_members(&at, &[member.to_string()], style).await?;
-            (live.total > 0, live.entries.into_iter().next())
+        let (exists, live) = loop {
+            let members = self.prepare(&at).await?;
+            let (exists, live) = self.member_entry(&at, member, style).await?;
+            match self.read_again(&at, (members, !exists)).await? {
+                Some(again) => at = again,
+                None => break (exists, live),
+            }
         };
         if !exists && let Some(key) = &at.past {
             let rows = match &self.archive {
@@ -286,6 +339,31 @@ impl Reader {
         }
         let entry = live.ok_or_else(not_found)?;
         Ok(MemberEntry::new(entry, Source::Live))
+    }
+
+    /// Whether `member` is in `at`'s view, and its entry ranked in `style`.
+    async fn member_entry(
+        &self,
+        at: &Located<'_>,
+        member: &str,
+        style: RankStyle,
+    ) -> Result<(bool, Option<Entry>), ReadError> {
+        Ok(if style == RankStyle::Ordinal {
+            let live = self.rank_of(at, member).await?;
+            let entry = live.hit.map(|(rank, score)| {
+                let (_, fields) = composite::read_entry(at.board, &live.stored, score);
+                Entry {
+                    rank: rank + 1,
+                    member: member.to_string(),
+                    score,
+                    fields,
+                }
+            });
+            (live.exists, entry)
+        } else {
+            let live = self.live_members(at, &[member.to_string()], style).await?;
+            (live.total > 0, live.entries.into_iter().next())
+        })
     }
 
     /// The member and up to `radius` neighbours on each side, ordinal.
@@ -306,15 +384,20 @@ impl Reader {
     ) -> Result<List, ReadError> {
         check_bound("radius", radius, MAX_RADIUS).map_err(ReadError::BadRequest)?;
         let radius = radius as u64;
-        let at = self.locate(q).await?;
-        self.prepare(&at).await?;
+        let mut at = self.locate(q).await?;
         let not_found = || ReadError::MemberNotFound {
             member: member.to_string(),
         };
-        let live = self.rank_of(&at, member).await?;
-        if !live.exists
-            && let Some(key) = &at.past
-        {
+        let (exists, page) = loop {
+            let members = self.prepare(&at).await?;
+            let (exists, page) = self.page_around(&at, member, radius, style).await?;
+            let empty = !exists || page.as_ref().is_some_and(|(total, _)| *total == 0);
+            match self.read_again(&at, (members, empty)).await? {
+                Some(again) => at = again,
+                None => break (exists, page),
+            }
+        };
+        if !exists && let Some(key) = &at.past {
             let rows = match &self.archive {
                 Some(a) => a.around_ranked(key, member, radius, style.name()).await?,
                 None => None,
@@ -326,15 +409,31 @@ impl Reader {
             let entries = rows.rows.into_iter().map(Entry::from).collect();
             return Ok(self.list(q, &at, rows.period.members, entries, Source::Archive));
         }
-        let (rank, _) = live.hit.ok_or_else(not_found)?;
+        let (total, entries) = page.ok_or_else(not_found)?;
+        Ok(self.list(q, &at, total, entries, Source::Live))
+    }
+
+    /// Whether `at`'s view exists, and the view's size and the page of
+    /// `radius` ranks each side of `member` if it is there.
+    async fn page_around(
+        &self,
+        at: &Located<'_>,
+        member: &str,
+        radius: u64,
+        style: RankStyle,
+    ) -> Result<(bool, Option<(u64, Vec<Entry>)>), ReadError> {
+        let live = self.rank_of(at, member).await?;
+        let Some((rank, _)) = live.hit else {
+            return Ok((live.exists, None));
+        };
         let start = rank.saturating_sub(radius);
-        let (total, entries) = if style == RankStyle::Ordinal {
-            self.ordinal_range(&at, start, rank + radius - start + 1)
+        let page = if style == RankStyle::Ordinal {
+            self.ordinal_range(at, start, rank + radius - start + 1)
                 .await?
         } else {
-            self.styled_range(&at, start, rank + radius, style).await?
+            self.styled_range(at, start, rank + radius, style).await?
         };
-        Ok(self.list(q, &at, total, entries, Source::Live))
+        Ok((live.exists, Some(page)))
     }
 
     /// The rows of a complete copy (read from the archive, if there is

@@ -31,9 +31,16 @@ impl Reader {
             check_bound("limit", count as usize, MAX_LIMIT).map_err(ReadError::BadRequest)?;
             check_bound("offset", start as usize, MAX_OFFSET).map_err(ReadError::BadRequest)?;
         }
-        let at = self.locate(q).await?;
-        self.prepare(&at).await?;
-        let mut sheet = self.read_runs(q, &at, &runs(windows), styles).await?;
+        let mut at = self.locate(q).await?;
+        let mut sheet = loop {
+            let members = self.prepare(&at).await?;
+            let sheet = self.read_runs(q, &at, &runs(windows), styles).await?;
+            let again = (members, sheet.head.total == 0);
+            match self.read_again(&at, again).await? {
+                Some(again) => at = again,
+                None => break sheet,
+            }
+        };
         sheet.archived = sheet.head.total == 0 && at.past.is_some();
         Ok(sheet)
     }
@@ -51,24 +58,50 @@ impl Reader {
         (radius, ahead): (u64, u64),
         styles: Styles,
     ) -> Result<Option<Sheet>, ReadError> {
-        let at = self.locate(q).await?;
-        self.prepare(&at).await?;
-        let live = self.rank_of(&at, member).await?;
-        if !live.exists && at.past.is_some() {
+        let mut at = self.locate(q).await?;
+        let (exists, sheet) = loop {
+            let members = self.prepare(&at).await?;
+            let (exists, sheet) = self
+                .sheet_near(q, &at, member, (radius, ahead), styles)
+                .await?;
+            let empty = !exists || sheet.as_ref().is_some_and(|s| s.head.total == 0);
+            match self.read_again(&at, (members, empty)).await? {
+                Some(again) => at = again,
+                None => break (exists, sheet),
+            }
+        };
+        if !exists && at.past.is_some() {
             return Ok(None);
         }
-        let (rank, _) = live.hit.ok_or_else(|| ReadError::MemberNotFound {
+        let sheet = sheet.ok_or_else(|| ReadError::MemberNotFound {
             member: member.to_string(),
         })?;
+        Ok(Some(sheet))
+    }
+
+    /// Whether `at`'s view exists, and the sheet around `member` if it is
+    /// there ([`Reader::near`]).
+    async fn sheet_near(
+        &self,
+        q: &Query,
+        at: &Located<'_>,
+        member: &str,
+        (radius, ahead): (u64, u64),
+        styles: Styles,
+    ) -> Result<(bool, Option<Sheet>), ReadError> {
+        let live = self.rank_of(at, member).await?;
+        let Some((rank, _)) = live.hit else {
+            return Ok((live.exists, None));
+        };
         let start = if rank <= ahead {
             0
         } else {
             rank.saturating_sub(radius)
         };
         let sheet = self
-            .read_runs(q, &at, &[(start, rank + radius)], styles)
+            .read_runs(q, at, &[(start, rank + radius)], styles)
             .await?;
-        Ok(Some(sheet))
+        Ok((live.exists, Some(sheet)))
     }
 
     /// Reads `runs` (0-based ranks, inclusive, in rank order) in one round
