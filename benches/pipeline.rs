@@ -50,7 +50,9 @@
 //! benchmarks' stream has 100,000 and 1,000, a star_fans instance per
 //! receiver and so ten times the board instances per batch). `scripts/profile.sh` sets `BENCH_PERF_CTL` to a
 //! `perf record --control` FIFO: sampling is enabled only while a rankflow
-//! row is consumed, not while events are produced or a baseline runs.
+//! row is consumed, not while events are produced or a baseline runs;
+//! `BENCH_PERF_RUNS=ops` (`base`) samples only the operator rows with
+//! (without) the features.
 
 #[path = "../tests/it/common/mod.rs"]
 mod common;
@@ -202,7 +204,16 @@ async fn measure(
     if slowlog {
         support::slowlog_all(redis, 2_000_000).await;
     }
-    support::perf_control("enable");
+    // BENCH_PERF_RUNS=ops (base) samples only the runs with (without)
+    // the operator features, so one recording shows what they add.
+    let sampled = match std::env::var("BENCH_PERF_RUNS").as_deref() {
+        Ok("ops") => operated,
+        Ok("base") => !operated,
+        _ => true,
+    };
+    if sampled {
+        support::perf_control("enable");
+    }
     let run = if operated {
         // The operator features: the quarantine topic the checks need, the
         // hidden member, and the shadow board.
@@ -229,7 +240,9 @@ async fn measure(
     } else {
         consume(broker, redis, topic, boards, events, batch).await
     };
-    support::perf_control("disable");
+    if sampled {
+        support::perf_control("disable");
+    }
     let scripts = if slowlog {
         support::script_split(redis).await
     } else {
