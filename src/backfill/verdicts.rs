@@ -21,6 +21,7 @@ use tokio::sync::{Mutex, watch};
 use crate::board::keys;
 use crate::config::KafkaConfig;
 use crate::sink::store::Store;
+use crate::sink::updates::EventSet;
 use crate::source::client::Role;
 use crate::source::scan::{self, Next, Start};
 
@@ -60,7 +61,7 @@ impl Seen {
 
 /// Which of `events` (index into `fields`, offset) `seen` names
 /// quarantined.
-fn answer(seen: &Seen, fields: &[String], events: HashSet<(u16, i64)>) -> HashSet<(u16, i64)> {
+fn answer(seen: &Seen, fields: &[String], events: EventSet) -> EventSet {
     events
         .into_iter()
         .filter(|(i, o)| {
@@ -99,9 +100,9 @@ impl Verdicts {
         &self,
         ends: &[(String, i64)],
         fields: &[String],
-        events: HashSet<(u16, i64)>,
+        events: EventSet,
         shutdown: &mut watch::Receiver<bool>,
-    ) -> Option<HashSet<(u16, i64)>> {
+    ) -> Option<EventSet> {
         loop {
             {
                 let seen = self.seen.lock().await;
@@ -139,8 +140,8 @@ impl Verdicts {
         &self,
         ends: &[(String, i64)],
         fields: &[String],
-        events: HashSet<(u16, i64)>,
-    ) -> Option<HashSet<(u16, i64)>> {
+        events: EventSet,
+    ) -> Option<EventSet> {
         let live = self.live_at(ends).await?;
         let mut seen = self.seen.lock().await;
         if !seen.complete_to(ends) {

@@ -4,7 +4,6 @@
 //! partition met for the first time gets the same index in both, and an
 //! event's outcome is recorded as its updates are added.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -19,7 +18,7 @@ use crate::moderation::{Route, Snapshot};
 use crate::rules::Update;
 use crate::sink::rates::Decision;
 use crate::sink::report::FlushReport;
-use crate::sink::updates::{Added, At, Updates};
+use crate::sink::updates::{Added, At, EventSet, Updates};
 use crate::source::TopicPartition;
 use crate::telemetry::Outcome;
 
@@ -130,8 +129,10 @@ impl Batch {
         now: i64,
         snap: &Snapshot,
     ) -> Outcome {
-        if !snap.is_empty() && !updates.is_empty() {
-            updates.retain(|u| snap.route(u.board, &u.member) != Route::Erased);
+        // Only erasures matter here (hidden members are routed when the
+        // batch is encoded): no look-up at all while nobody is erased.
+        if snap.has_erased() && !updates.is_empty() {
+            updates.retain(|u| !snap.is_erased(&u.member));
             if updates.is_empty() {
                 self.record
                     .count(event.part, Some(event.kind), Outcome::Erased);
@@ -226,8 +227,8 @@ impl Batch {
     /// updates too, uncounted (not those of shadows applied beside them).
     /// Answers whether any event left the updates.
     pub(crate) fn quarantine_rated(&mut self, checks: &CheckSet, decisions: &[Decision]) -> bool {
-        let mut gone = HashSet::new();
-        let mut dealt = HashSet::new();
+        let mut gone = EventSet::default();
+        let mut dealt = EventSet::default();
         let rated = std::mem::take(&mut self.rated);
         for ((c, held), decision) in rated.candidates.iter().zip(&rated.held).zip(decisions) {
             let check = match *decision {
@@ -282,7 +283,7 @@ impl Batch {
 
     /// Drops the events `gone` (partition index, offset): the live
     /// consumers' checks quarantined them (a shadow board's backfill).
-    pub(crate) fn drop_events(&mut self, gone: &HashSet<(u16, i64)>) {
+    pub(crate) fn drop_events(&mut self, gone: &EventSet) {
         self.updates.drop_events(gone);
         self.record.drop_applied(gone);
     }
@@ -336,9 +337,21 @@ mod tests {
         offset: i64,
         now: i64,
     ) -> Outcome {
+        gift_of(batch, set, (partition, offset), ("s", "r"), now)
+    }
+
+    /// A gift of `sender` to `receiver` (the members of `fans` and of
+    /// `recent`).
+    fn gift_of(
+        batch: &mut Batch,
+        set: &BoardSet,
+        (partition, offset): (i32, i64),
+        (sender, receiver): (&str, &str),
+        now: i64,
+    ) -> Outcome {
         let json = serde_json::json!({
             "type": "gift", "event_id": format!("e{partition}-{offset}"), "ts": TS,
-            "sender_id": "s", "receiver_id": "r", "gift_id": "g", "count": 1, "value": 1
+            "sender_id": sender, "receiver_id": receiver, "gift_id": "g", "count": 1, "value": 1
         });
         let event = Decoder::new(65536)
             .unwrap()
@@ -389,6 +402,61 @@ mod tests {
         // counts its four messages.
         assert_eq!(counts(&settled), vec![(Outcome::Applied, 3)]);
         assert_eq!(settled.applied_ts.len(), 3);
+    }
+
+    #[test]
+    fn an_event_counts_hidden_only_when_every_update_it_got_taken_went_to_a_twin() {
+        use crate::moderation::{MemberHasher, Snapshot};
+        let set = boards();
+        let mut batch = Batch::default();
+        // (partition, offset), (sender: member of `fans`, receiver: member
+        // of `recent`), and the outcome each must settle as, by hand (None:
+        // not counted): `h` is hidden from every board, `f` from `fans`.
+        // Partition 1 has `recent` fenced at offset 0, partition 2 both
+        // boards.
+        let table = [
+            ((0, 0), ("s", "r"), Some(Outcome::Applied)),
+            ((0, 1), ("f", "r"), Some(Outcome::Applied)),
+            ((0, 2), ("h", "r"), Some(Outcome::Applied)),
+            ((0, 3), ("h", "h"), Some(Outcome::Hidden)),
+            ((0, 4), ("f", "h"), Some(Outcome::Hidden)),
+            ((0, 5), ("s", "h"), Some(Outcome::Applied)),
+            ((1, 0), ("h", "r"), Some(Outcome::Hidden)),
+            ((1, 1), ("s", "r"), Some(Outcome::Applied)),
+            ((2, 0), ("h", "h"), None),
+        ];
+        for (at, members, _) in table {
+            gift_of(&mut batch, &set, at, members, TS);
+        }
+        let hidden_from = |boards: &str| format!(r#"{{"boards":{boards},"at":1,"actor":"cli"}}"#);
+        let fields = vec![
+            ("h:h".to_string(), hidden_from("null")),
+            ("h:f".to_string(), hidden_from(r#"["fans"]"#)),
+        ];
+        let snap = Snapshot::from_fields(&fields, &set, MemberHasher::new(None));
+        let mut r = report(&set);
+        r.moderation = Some(Arc::new(snap));
+        // Partition indexes in the order the batch met them.
+        let (p1, p2) = (1u16, 2u16);
+        for (i, inst) in batch.updates.instances.iter().enumerate() {
+            let fences = r.fenced.entry(i as u32).or_default();
+            fences.insert(p2, 0);
+            if inst.board == 1 {
+                fences.insert(p1, 0);
+            }
+        }
+        let mut want: HashMap<Outcome, u64> = HashMap::new();
+        for (_, _, outcome) in table {
+            if let Some(outcome) = outcome {
+                *want.entry(outcome).or_default() += 1;
+            }
+        }
+        // Counts come per partition: summed.
+        let mut got: HashMap<Outcome, u64> = HashMap::new();
+        for (outcome, n) in counts(&batch.settle(&r)) {
+            *got.entry(outcome).or_default() += n;
+        }
+        assert_eq!(got, want);
     }
 
     #[test]

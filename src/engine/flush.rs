@@ -28,6 +28,7 @@ use crate::sink::positions::Ledger;
 use crate::sink::rates;
 use crate::sink::report::FlushReport;
 use crate::sink::store::{Scripts, StoreError};
+use crate::sink::updates::EventSet;
 use crate::sink::writer::Writer;
 use crate::telemetry::events::{self, RedisCall};
 
@@ -311,7 +312,7 @@ impl Flusher {
         let Some(covers) = &self.covers else {
             return false;
         };
-        let dealt: HashSet<(u16, i64)> = batch
+        let dealt: EventSet = batch
             .rated
             .candidates
             .iter()

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use crate::deadletter::DeadLetter;
 use crate::event::EventType;
-use crate::sink::updates::Fates;
+use crate::sink::updates::{EventSet, FastMap, Fates};
 use crate::source::TopicPartition;
 use crate::telemetry::Outcome;
 
@@ -40,7 +40,7 @@ pub(crate) struct PartState {
 /// Counts per (partition index, event type, outcome) for
 /// `rankflow_events_total`: filtered, invalid and late-on-arrival events
 /// (applied ones are settled after the flush, from [`Record::applied`]).
-pub(crate) type OutcomeCounts = HashMap<(u16, Option<EventType>, Outcome), u64>;
+pub(crate) type OutcomeCounts = FastMap<(u16, Option<EventType>, Outcome), u64>;
 
 /// An event with at least one update in the batch: `applied` if Redis
 /// takes one of them.
@@ -156,7 +156,7 @@ impl Record {
 
     /// Drops the events `gone` (partition index, offset) from those waiting
     /// for Redis, in one pass.
-    pub(crate) fn drop_applied(&mut self, gone: &std::collections::HashSet<(u16, i64)>) {
+    pub(crate) fn drop_applied(&mut self, gone: &EventSet) {
         self.applied.retain(|e| !gone.contains(&(e.part, e.offset)));
     }
 

@@ -161,6 +161,11 @@ impl Snapshot {
         self.hidden.is_empty() && self.erased.is_empty()
     }
 
+    /// Whether anyone was erased.
+    pub fn has_erased(&self) -> bool {
+        !self.erased.is_empty()
+    }
+
     /// Whether `member` was erased.
     pub fn is_erased(&self, member: &str) -> bool {
         !self.erased.is_empty() && self.erased.contains(&self.hasher.hash(member))

@@ -27,6 +27,10 @@ use super::report::FlushReport;
 /// in a way that matters (a collision only costs time within one batch).
 pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// A set of a batch's events, by (partition index, offset): looked up once
+/// per update where events leave a batch, so hashed with foldhash too.
+pub(crate) type EventSet = std::collections::HashSet<(u16, i64), foldhash::fast::RandomState>;
+
 /// One concrete view of an instance touched by the batch.
 #[derive(Debug, Clone)]
 pub(crate) struct ConcreteView {
@@ -287,7 +291,7 @@ impl Updates {
     }
 
     /// The events with updates: (partition index, offset).
-    pub(crate) fn events(&self) -> std::collections::HashSet<(u16, i64)> {
+    pub(crate) fn events(&self) -> EventSet {
         self.instances
             .iter()
             .flat_map(|inst| inst.updates.iter().map(|u| (u.part, u.offset)))
@@ -296,7 +300,7 @@ impl Updates {
 
     /// Drops the updates of the events `gone` (partition index, offset):
     /// they were quarantined.
-    pub(crate) fn drop_events(&mut self, gone: &std::collections::HashSet<(u16, i64)>) {
+    pub(crate) fn drop_events(&mut self, gone: &EventSet) {
         for inst in &mut self.instances {
             inst.updates.retain(|u| !gone.contains(&(u.part, u.offset)));
         }
@@ -304,7 +308,7 @@ impl Updates {
 
     /// Drops the updates of the events `gone` from the instances that are
     /// not aside (the live boards').
-    pub(crate) fn drop_live_events(&mut self, gone: &std::collections::HashSet<(u16, i64)>) {
+    pub(crate) fn drop_live_events(&mut self, gone: &EventSet) {
         for inst in &mut self.instances {
             if !inst.aside {
                 inst.updates.retain(|u| !gone.contains(&(u.part, u.offset)));
@@ -325,7 +329,11 @@ impl Updates {
     /// What became of each event's updates, per (partition, offset), given
     /// what Redis reported applying them; `None` when Redis took every
     /// update sent and the fences skipped nothing (the common case, which
-    /// needs no walk over the updates).
+    /// needs no walk over the updates). Only events with an update that
+    /// was fenced, late, or routed away from its view (a hidden or erased
+    /// member) are in it: one whose updates all went to their views is
+    /// `Applied`, as if absent. So a batch with a hidden member builds
+    /// entries for that member's events, not for every event.
     pub(crate) fn fates(&self, report: &FlushReport) -> Option<Fates> {
         if report.fenced.is_empty() && report.late_cutoffs.is_empty() && report.moderation.is_none()
         {
@@ -335,7 +343,45 @@ impl Updates {
             .moderation
             .as_ref()
             .and_then(|m| m.batch_routes(&self.members));
-        let mut fates = Fates::new();
+        let mut fates = Fates::default();
+        // First the events that can settle as anything but `Applied`...
+        self.walk_fates(report, routes.as_ref(), |u, fate| {
+            if fate != Fated::Visible {
+                fates.insert((u.part, u.offset), Fate::default());
+            }
+        });
+        if fates.is_empty() {
+            return None;
+        }
+        // ...then what became of each of their updates.
+        self.walk_fates(report, routes.as_ref(), |u, fated| {
+            if let Some(fate) = fates.get_mut(&(u.part, u.offset)) {
+                match fated {
+                    Fated::Fenced => {}
+                    Fated::Erased => fate.erased = true,
+                    Fated::Late => fate.late = true,
+                    Fated::Hidden => {
+                        fate.taken = true;
+                        fate.hidden = true;
+                    }
+                    Fated::Visible => {
+                        fate.taken = true;
+                        fate.visible = true;
+                    }
+                }
+            }
+        });
+        Some(fates)
+    }
+
+    /// Calls `each` with every update of the live boards and what became
+    /// of it.
+    fn walk_fates(
+        &self,
+        report: &FlushReport,
+        routes: Option<&crate::moderation::BatchRoutes<'_>>,
+        mut each: impl FnMut(&Raw, Fated),
+    ) {
         for (i, inst) in self.instances.iter().enumerate() {
             // Outcomes are the live boards'.
             if inst.aside {
@@ -345,18 +391,16 @@ impl Updates {
             let fences = report.fenced.get(&i);
             let cutoffs = report.late_cutoffs.get(&i);
             for u in &inst.updates {
-                let fate = fates.entry((u.part, u.offset)).or_default();
                 if fences
                     .and_then(|f| f.get(&u.part))
                     .is_some_and(|&f| u.offset <= f)
                 {
+                    each(u, Fated::Fenced);
                     continue;
                 }
-                let route = routes
-                    .as_ref()
-                    .map_or(Route::Visible, |r| r.route(inst.board, u.member));
+                let route = routes.map_or(Route::Visible, |r| r.route(inst.board, u.member));
                 if route == Route::Erased {
-                    fate.erased = true;
+                    each(u, Fated::Erased);
                     continue;
                 }
                 let is_window = inst.views[u.view as usize].window_ms.is_some();
@@ -372,24 +416,34 @@ impl Updates {
                             c == CLOSED_CUTOFF
                         }
                     });
-                if late {
-                    fate.late = true;
-                } else {
-                    fate.taken = true;
-                    if route == Route::Hidden {
-                        fate.hidden = true;
-                    } else {
-                        fate.visible = true;
-                    }
-                }
+                let fated = match route {
+                    _ if late => Fated::Late,
+                    Route::Hidden => Fated::Hidden,
+                    _ => Fated::Visible,
+                };
+                each(u, fated);
             }
         }
-        Some(fates)
     }
 }
 
+/// What became of one update ([`Updates::fates`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fated {
+    /// The fences showed it applied already.
+    Fenced,
+    /// Left out: its member is erased.
+    Erased,
+    /// Sent and found late.
+    Late,
+    /// Taken, into the twin of its view (its member is hidden).
+    Hidden,
+    /// Taken, into its view.
+    Visible,
+}
+
 /// Per (partition index, offset): what Redis did with that event's updates.
-pub(crate) type Fates = HashMap<(u16, i64), Fate>;
+pub(crate) type Fates = FastMap<(u16, i64), Fate>;
 
 /// What Redis did with one event's updates.
 #[derive(Debug, Default, Clone, Copy)]
