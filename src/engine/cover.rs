@@ -301,23 +301,35 @@ impl Covers {
     /// backfill or by the live consumers), and the live positions, into
     /// what this consumer knows.
     pub(crate) async fn refresh(&self, store: &Store, epoch: u64) -> Result<(), StoreError> {
-        let live: HashMap<String, i64> = store
-            .query(redis::cmd("HGETALL").arg(&self.live_key))
-            .await?;
-        self.complete(epoch).live = live;
+        // One round trip: the live positions, then per shadow where it is
+        // complete and, until it is done, whether it is.
+        let done = self.complete(epoch).done;
+        let mut cmds = vec![redis::cmd("HGETALL").arg(&self.live_key).clone()];
         for (s, shadow) in self.shadows.iter().enumerate() {
-            let found: HashMap<String, i64> =
-                store.query(redis::cmd("HGETALL").arg(&shadow.key)).await?;
+            cmds.push(redis::cmd("HGETALL").arg(&shadow.key).clone());
             // Done stays done: asked until it is.
-            if self.complete(epoch).done & (1 << s) == 0 {
-                let done: bool = store
-                    .query(redis::cmd("HEXISTS").arg(&shadow.progress).arg("done"))
-                    .await?;
-                if done {
-                    self.complete(epoch).done |= 1 << s;
-                }
+            if done & (1 << s) == 0 {
+                cmds.push(
+                    redis::cmd("HEXISTS")
+                        .arg(&shadow.progress)
+                        .arg("done")
+                        .clone(),
+                );
             }
+        }
+        let mut replies = store.pipeline(&cmds, epoch).await?.into_iter();
+        let mut next = || replies.next().unwrap_or(redis::Value::Nil);
+        let bad = |e: redis::ParsingError| StoreError::Protocol(format!("shadow positions: {e}"));
+        let live: HashMap<String, i64> = redis::from_redis_value(next()).map_err(bad)?;
+        self.complete(epoch).live = live;
+        for s in 0..self.shadows.len() {
+            let found: HashMap<String, i64> = redis::from_redis_value(next()).map_err(bad)?;
+            let now_done =
+                done & (1 << s) == 0 && redis::from_redis_value::<bool>(next()).map_err(bad)?;
             let mut c = self.complete(epoch);
+            if now_done {
+                c.done |= 1 << s;
+            }
             for (field, next) in found {
                 let at = c.at.entry((s, field)).or_insert(next);
                 *at = (*at).max(next);
