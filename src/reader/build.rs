@@ -22,11 +22,9 @@
 //! like any read of boards that keep changing.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::error::ReadError;
-use super::plan::UnionPlan;
+use super::plan::{UnionPlan, nonce};
 use super::script::ReadScript;
 use crate::sink::store::{Store, StoreError};
 
@@ -136,16 +134,6 @@ pub(super) async fn build(
     let made: u64 = redis::from_redis_value(made)
         .map_err(|e| StoreError::Protocol(format!("union finish reply: {e}")))?;
     Ok(made)
-}
-
-/// A name no other build of this or another process uses at once.
-pub(super) fn nonce() -> String {
-    static BUILDS: AtomicU64 = AtomicU64::new(0);
-    let n = BUILDS.fetch_add(1, Ordering::Relaxed);
-    format!(
-        "{:016x}",
-        RandomState::new().hash_one((n, std::process::id()))
-    )
 }
 
 /// One board as `ZSCAN` returns it: member → (value, tie time), members

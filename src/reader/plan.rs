@@ -4,6 +4,9 @@
 //! views (`union`) and of unions of scopes (`scopes`), read by computing
 //! (`compute`, `build`) and by locating a read (`locate`).
 
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::board::keys;
 use crate::board::model::{Aggregate, Board};
 
@@ -64,7 +67,7 @@ impl UnionPlan {
     /// shared one: computed whatever is cached, living until the read
     /// deletes it (or [`PRIVATE_TTL_MS`] if the process dies first).
     pub(super) fn private(&self) -> UnionPlan {
-        let result = keys::helper(&self.result, &format!("read:{}", super::build::nonce()));
+        let result = keys::helper(&self.result, &format!("read:{}", nonce()));
         UnionPlan {
             times: keys::helper(&result, "t"),
             fresh: keys::helper(&result, "fresh"),
@@ -92,4 +95,15 @@ pub(crate) struct Registered {
     /// The view ids combined, each with its registry key.
     pub(super) views: Vec<(String, String)>,
     pub(super) window: bool,
+}
+
+/// A name no other build or read of this or another process uses at once
+/// (temporary keys beside a union key).
+pub(super) fn nonce() -> String {
+    static BUILDS: AtomicU64 = AtomicU64::new(0);
+    let n = BUILDS.fetch_add(1, Ordering::Relaxed);
+    format!(
+        "{:016x}",
+        RandomState::new().hash_one((n, std::process::id()))
+    )
 }
