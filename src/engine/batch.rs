@@ -55,6 +55,14 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// An empty batch sized like `self` (see [`Updates::sized_like`]).
+    pub(crate) fn sized_like(&self) -> Batch {
+        Batch {
+            updates: self.updates.sized_like(),
+            ..Batch::default()
+        }
+    }
+
     /// Whether no message was taken yet.
     pub(crate) fn is_empty(&self) -> bool {
         self.record.messages == 0

@@ -76,7 +76,9 @@ impl FlushQueue {
 
     fn close(&mut self) {
         if !self.building.is_empty() {
-            self.closed.push_back(std::mem::take(&mut self.building));
+            let next = self.building.sized_like();
+            self.closed
+                .push_back(std::mem::replace(&mut self.building, next));
         }
     }
 

@@ -170,7 +170,10 @@ fn merge(
     routes: Option<&BatchRoutes<'_>>,
 ) -> Merged {
     let mut groups: BTreeMap<u16, (i64, i64)> = BTreeMap::new();
-    let mut updates: FastMap<(u16, u32, i64), Pending> = FastMap::default();
+    // Sized for every update at once: growing it step by step rehashed it
+    // several times per instance, a batch's largest map work at small batches.
+    let mut updates: FastMap<(u16, u32, i64), Pending> =
+        FastMap::with_capacity_and_hasher(inst.updates.len(), Default::default());
     let views = inst.views.len() as u16;
     for u in &inst.updates {
         if fences.get(&u.part).is_some_and(|&f| u.offset <= f) {

@@ -193,7 +193,15 @@ pub(crate) fn wanted(
     // An event's updates of one instance (one per view) come one after the
     // other and name the member again: each (member, instance) is looked
     // at once.
-    let mut seen: HashSet<(u32, usize), foldhash::fast::FixedState> = HashSet::default();
+    let scoped = |inst: &&super::updates::Instance| boards.boards[inst.board].scope.is_some();
+    let most: usize = updates
+        .instances
+        .iter()
+        .filter(scoped)
+        .map(|i| i.updates.len())
+        .sum();
+    let mut seen: HashSet<(u32, usize), foldhash::fast::FixedState> =
+        HashSet::with_capacity_and_hasher(most, Default::default());
     for (i, inst) in updates.instances.iter().enumerate() {
         if boards.boards[inst.board].scope.is_none() {
             continue;

@@ -135,6 +135,21 @@ pub struct Updates {
 }
 
 impl Updates {
+    /// An empty batch's updates with room for as many members and
+    /// instances as `self` holds: consecutive batches look alike, and
+    /// growing the member table from nothing rehashed it several times in
+    /// every batch.
+    pub(crate) fn sized_like(&self) -> Updates {
+        Updates {
+            fields: Vec::with_capacity(self.fields.len()),
+            instances: Vec::with_capacity(self.instances.len()),
+            members: Vec::with_capacity(self.members.len()),
+            member_index: FastMap::with_capacity_and_hasher(self.members.len(), Default::default()),
+            instance_index: Vec::new(),
+            unscoped: Vec::new(),
+        }
+    }
+
     /// Names the next partition index's fence field; partitions are
     /// numbered in the order the batch meets them.
     pub(crate) fn add_partition(&mut self, field: String) -> u16 {
