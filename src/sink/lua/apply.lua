@@ -246,46 +246,53 @@ for i = 1, #instances do
   local nfields = cfields and #cfields
   for v = 1, #views do
     local view = views[v]
-    local U = decode(view, ARGV[a], inst.with_t, nfields)
+    local arg = ARGV[a]
     a = a + 1
-    local count = U.n
-    if view.closed and count > 0 and redis.call("EXISTS", view.closed) == 1 then
+    if view.closed and #arg > 0 and redis.call("EXISTS", view.closed) == 1 then
       -- Closed by the archiver, which may be reading the final standings:
       -- one look per view and call, and none of its updates is applied.
       view.cutoff = CLOSED
-      late = late + count
-    elseif view.fast then
-      -- The hot path: a plain sum far from the exact limit.
-      for from = 1, count, CHUNK do
-        local to = math.min(from + CHUNK - 1, count)
-        applied = applied + apply_fast_chunk(view, U, from, to)
-      end
-    elseif view.kind == "w" and not cfields and not uses_ord then
-      for from = 1, count, CHUNK do
-        local to = math.min(from + CHUNK - 1, count)
-        local n, o, l = apply_window_chunk(view, U, from, to)
-        applied, overflow, late = applied + n, overflow + o, late + l
-      end
-    elseif view.kind == "p" and not cfields then
-      for from = 1, count, CHUNK do
-        local to = math.min(from + CHUNK - 1, count)
-        local n, o = apply_period_chunk(view, U, from, to)
-        applied, overflow = applied + n, overflow + o
-      end
+      late = late + decode(view, arg, inst.with_t, nfields).n
+    elseif view.fast and not view.v then
+      -- The hot path: a plain sum far from the exact limit, added to as
+      -- its packed argument is read.
+      applied = applied + add_packed(view, arg, inst.with_t)
     else
-      for u = 1, count do
-        local m = U.m[u]
-        local r
-        if cfields and view.kind == "w" then
-          r = apply_cwindow(view, m, U.f[u], U.b[u])
-        elseif cfields then
-          r = apply_composite(view, m, U.f[u])
-        else
-          r = apply_window(view, m, U.v[u], U.t[u], U.b[u])
+      local U = decode(view, arg, inst.with_t, nfields)
+      local count = U.n
+      if view.fast then
+        -- The same with a dense-rank index to keep.
+        for from = 1, count, CHUNK do
+          local to = math.min(from + CHUNK - 1, count)
+          applied = applied + apply_fast_chunk(view, U, from, to)
         end
-        if r == 1 then applied = applied + 1
-        elseif r == 2 then overflow = overflow + 1
-        elseif r == 3 then late = late + 1 end
+      elseif view.kind == "w" and not cfields and not uses_ord then
+        for from = 1, count, CHUNK do
+          local to = math.min(from + CHUNK - 1, count)
+          local n, o, l = apply_window_chunk(view, U, from, to)
+          applied, overflow, late = applied + n, overflow + o, late + l
+        end
+      elseif view.kind == "p" and not cfields then
+        for from = 1, count, CHUNK do
+          local to = math.min(from + CHUNK - 1, count)
+          local n, o = apply_period_chunk(view, U, from, to)
+          applied, overflow = applied + n, overflow + o
+        end
+      else
+        for u = 1, count do
+          local m = U.m[u]
+          local r
+          if cfields and view.kind == "w" then
+            r = apply_cwindow(view, m, U.f[u], U.b[u])
+          elseif cfields then
+            r = apply_composite(view, m, U.f[u])
+          else
+            r = apply_window(view, m, U.v[u], U.t[u], U.b[u])
+          end
+          if r == 1 then applied = applied + 1
+          elseif r == 2 then overflow = overflow + 1
+          elseif r == 3 then late = late + 1 end
+        end
       end
     end
   end

@@ -207,7 +207,7 @@ end
 -- ("~abs:day"), the sum of |delta| ever added to that kind's keys, hence
 -- an upper bound of every |score| in them. Under 2^52 (half the exact
 -- range, leaving room for the rounding of the bound itself) updates are
--- added unchecked (apply_fast_chunk); above it each total is checked.
+-- added unchecked (add_packed, apply_fast_chunk); above it each total is checked.
 -- (The chunked path reads the old scores anyway, but the bound is still
 -- kept and written the same way: other consumers of the fence hash rely
 -- on it.) The bound lives and expires with the fences, which outlive
@@ -558,24 +558,36 @@ local function chunk_members(U, from, to)
   return ms
 end
 
--- A chunk of a plain sum far from the exact limit (see BOUND_LIMIT): no
--- total needs checking. A member new to the view takes the delta itself,
--- as ZINCRBY gives it. Returns the number applied.
-local function apply_fast_chunk(view, U, from, to)
-  -- Without a dense-rank index to keep, each member is added to with ZADD
-  -- INCR (ZINCRBY's work, under the ZADD the documented ACL grants): one
-  -- look-up of the member per update. Reading the totals back (ZMSCORE)
-  -- and writing them (ZADD) looks each member up twice, and Redis prints
-  -- every total it reads with "%.17g"; on a small sorted set, kept as a
-  -- listpack (under 128 members: a board of receivers, a scope's board)
-  -- each look-up is a linear scan. Replaying a benchmark's calls, the apply
-  -- script took a quarter less Redis time this way, at 2,000-event
-  -- batches (BENCHMARKS.md, "Plain sums added in place").
-  if not view.v then
-    local um, uv = U.m, U.v
-    for u = from, to do redis.call("ZADD", view.key, "INCR", num(uv[u]), um[u]) end
-    return to - from + 1
+-- A plain sum far from the exact limit (see BOUND_LIMIT) with no
+-- dense-rank index: no total needs checking or reading, and each member is
+-- added to with ZADD INCR (ZINCRBY's work, under the ZADD the documented
+-- ACL grants) as the view's packed argument is read (see decode; a plain
+-- sum's updates have no bucket): one look-up per member. Reading the totals
+-- back (ZMSCORE) and writing them (ZADD) looked each member up twice, had
+-- Redis print each total with "%.17g" for Lua to parse, and on a small
+-- sorted set (a listpack, under 128 members: a board of receivers, most
+-- scopes) each look-up is a linear scan; building decode's arrays first
+-- cost another 5% (BENCHMARKS.md, "Plain sums added in place"). A member
+-- new to the view takes the delta itself. Returns the number applied.
+local function add_packed(view, p, with_t)
+  local key, pos, len, n = view.key, 1, #p, 0
+  local m, v, t
+  while pos <= len do
+    if with_t then
+      m, v, t, pos = sunpack("<I4c0dd", p, pos)
+    else
+      m, v, pos = sunpack("<I4c0d", p, pos)
+    end
+    redis.call("ZADD", key, "INCR", num(v), m)
+    n = n + 1
   end
+  return n
+end
+
+-- A chunk of a plain sum far from the exact limit with a dense-rank index
+-- to keep: the old totals are read, for the index. Returns the number
+-- applied.
+local function apply_fast_chunk(view, U, from, to)
   local c = st_load(view, chunk_members(U, from, to))
   local idx, V, um, uv = c.idx, c.v, U.m, U.v
   for u = from, to do
