@@ -167,8 +167,9 @@ def cmd_capture(out):
             # redis-server retitles itself "redis-server 127.0.0.1:<port>".
             title = open(f"/proc/{m.group(1)}/cmdline", "rb").read().decode(errors="replace")
             port = re.search(r":(\d+)", title).group(1)
-            monitor = subprocess.Popen(["redis-cli", "-p", port, "monitor"], stdout=open(out, "wb"),
-                                       stderr=subprocess.DEVNULL)
+            with open(out, "wb") as sink:
+                monitor = subprocess.Popen(["redis-cli", "-p", port, "monitor"], stdout=sink,
+                                           stderr=subprocess.DEVNULL)
         if "events in" in line or "events/s" in line:
             print(line.rstrip())
     bench.wait()

@@ -190,22 +190,20 @@ pub(crate) fn wanted(
     }
     let mut by_member: foldhash::HashMap<u32, Vec<&str>> = Default::default();
     let mut pairs = Vec::new();
+    // Unscoped boards need no entry (see the module's header).
+    let scoped: Vec<(usize, &super::updates::Instance)> = updates
+        .instances
+        .iter()
+        .enumerate()
+        .filter(|(_, inst)| boards.boards[inst.board].scope.is_some())
+        .collect();
+    let most = scoped.iter().map(|(_, inst)| inst.updates.len()).sum();
     // An event's updates of one instance (one per view) come one after the
     // other and name the member again: each (member, instance) is looked
     // at once.
-    let scoped = |inst: &&super::updates::Instance| boards.boards[inst.board].scope.is_some();
-    let most: usize = updates
-        .instances
-        .iter()
-        .filter(scoped)
-        .map(|i| i.updates.len())
-        .sum();
     let mut seen: HashSet<(u32, usize), foldhash::fast::FixedState> =
         HashSet::with_capacity_and_hasher(most, Default::default());
-    for (i, inst) in updates.instances.iter().enumerate() {
-        if boards.boards[inst.board].scope.is_none() {
-            continue;
-        }
+    for (i, inst) in scoped {
         let base = Registered::instance_hasher(&inst.tag);
         let mut last = None;
         for u in &inst.updates {
