@@ -29,6 +29,7 @@ fn payloads(kind: EventType) -> Result<Vec<Vec<u8>>, Box<dyn Error>> {
         games: 20,
         types: vec![kind],
         skew: 1.1,
+        key: Default::default(),
         seed: 42,
         client: Vec::new(),
     })?;

@@ -579,6 +579,7 @@ async fn writes(events: u64) -> (Run, Run) {
         games: 20,
         types: vec![EventType::Score],
         skew: 1.1,
+        key: Default::default(),
         seed: 7,
         client: Vec::new(),
     };

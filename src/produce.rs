@@ -40,12 +40,28 @@ pub struct Options {
     pub types: Vec<EventType>,
     /// Zipf exponent of every id distribution.
     pub skew: f64,
+    /// What each message is keyed by, so what spreads it over partitions.
+    pub key: Key,
     /// Seeds the random draws, and starts every `event_id` (`<seed>-<n>`):
     /// one seed gives the same events again, distinct seeds distinct ids.
     pub seed: u64,
     /// Extra librdkafka properties (`[kafka.client]` less the consumer-only
     /// ones, see [`client::producer_user_properties`]).
     pub client: Vec<(String, String)>,
+}
+
+/// What a message's key is. rankflow's results do not depend on it (sums
+/// commute; `last`, ties and rate checks go by event time); it decides only
+/// how the events spread over partitions, so how evenly a fleet shares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Key {
+    /// The sender or user: one user's events stay in order on one
+    /// partition, and a user who sends a large share of the events makes
+    /// that partition as large.
+    #[default]
+    User,
+    /// The event's `event_id`: partitions even whatever the users do.
+    Event,
 }
 
 /// Why `rankflow produce` could not start or stopped before sending them all.
@@ -79,6 +95,7 @@ pub struct Generator {
     receivers: Zipf<f64>,
     games: Zipf<f64>,
     types: Vec<EventType>,
+    key: Key,
     seed: u64,
     n: u64,
 }
@@ -101,6 +118,7 @@ impl Generator {
             receivers: zipf(o.receivers, "receivers")?,
             games: zipf(o.games, "games")?,
             types: o.types.clone(),
+            key: o.key,
             seed: o.seed,
             n: 0,
         })
@@ -132,8 +150,8 @@ impl Generator {
                     1
                 };
                 serde_json::json!({
-                    "type": "gift", "event_id": event_id, "ts": ts,
-                    "sender_id": user, "receiver_id": format!("s{receiver}"),
+                    "type": "gift", "event_id": &event_id, "ts": ts,
+                    "sender_id": &user, "receiver_id": format!("s{receiver}"),
                     "gift_id": gift.0, "count": count, "value": gift.1,
                     "room_id": format!("room{}", receiver % 50),
                 })
@@ -141,20 +159,24 @@ impl Generator {
             EventType::Score => {
                 let points: i64 = self.rng.random_range(-50..1000);
                 serde_json::json!({
-                    "type": "score", "event_id": event_id, "ts": ts,
-                    "user_id": user, "game_id": game, "points": points,
+                    "type": "score", "event_id": &event_id, "ts": ts,
+                    "user_id": &user, "game_id": game, "points": points,
                     "duration_ms": self.rng.random_range(10_000..600_000),
                     "revives": self.rng.random_range(0..4),
                     "cleared": self.rng.random_range(0..3) == 0,
                 })
             }
             EventType::Play => serde_json::json!({
-                "type": "play", "event_id": event_id, "ts": ts,
-                "user_id": user, "game_id": game,
+                "type": "play", "event_id": &event_id, "ts": ts,
+                "user_id": &user, "game_id": game,
                 "duration_ms": self.rng.random_range(1_000..3_600_000),
             }),
         };
-        (user, value.to_string())
+        let key = match self.key {
+            Key::User => user,
+            Key::Event => event_id,
+        };
+        (key, value.to_string())
     }
 }
 
@@ -230,4 +252,61 @@ pub fn run(
         .flush(Duration::from_secs(60))
         .map_err(ProduceError::Send)?;
     Ok(sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(key: Key) -> Options {
+        Options {
+            brokers: String::new(),
+            topic: String::new(),
+            events: 0,
+            rate: 0,
+            members: 10_000,
+            receivers: 100,
+            games: 20,
+            types: vec![EventType::Gift, EventType::Score, EventType::Play],
+            skew: 1.1,
+            key,
+            seed: 7,
+            client: Vec::new(),
+        }
+    }
+
+    /// Each message's key read against its payload, and the largest share
+    /// one key takes of 20,000 messages.
+    fn keys(key: Key, field: fn(&serde_json::Value) -> String) -> f64 {
+        let mut g = Generator::new(&options(key)).unwrap();
+        let mut counts = std::collections::HashMap::new();
+        let n = 20_000;
+        for _ in 0..n {
+            let (k, payload) = g.next(1_700_000_000_000);
+            let v: serde_json::Value = serde_json::from_str(&payload).unwrap();
+            assert_eq!(k, field(&v), "{payload}");
+            *counts.entry(k).or_insert(0u32) += 1;
+        }
+        f64::from(counts.into_values().max().unwrap()) / f64::from(n)
+    }
+
+    #[test]
+    fn a_user_key_is_the_sender_or_user_and_the_busiest_takes_a_large_share() {
+        let user = |v: &serde_json::Value| {
+            v.get("sender_id")
+                .or_else(|| v.get("user_id"))
+                .and_then(|u| u.as_str())
+                .unwrap()
+                .to_string()
+        };
+        // Zipf(10,000, 1.1): the first member draws about 1/7 of the events.
+        let top = keys(Key::User, user);
+        assert!((0.10..0.20).contains(&top), "busiest user's share {top}");
+    }
+
+    #[test]
+    fn an_event_key_is_the_event_id_and_every_key_is_distinct() {
+        let id = |v: &serde_json::Value| v["event_id"].as_str().unwrap().to_string();
+        assert_eq!(keys(Key::Event, id), 1.0 / 20_000.0);
+    }
 }

@@ -126,6 +126,7 @@ pub fn zipf_options(
         games: 20,
         types: vec![kind],
         skew: 1.1,
+        key: Default::default(),
         seed,
         client: Vec::new(),
     }

@@ -63,6 +63,15 @@ pub struct ReleaseArgs {
     pub(crate) source: String,
 }
 
+/// `rankflow produce --key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProduceKey {
+    /// The sender or user.
+    User,
+    /// The event's event_id.
+    Event,
+}
+
 /// What `rankflow member` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MemberVerb {
@@ -141,6 +150,10 @@ pub struct ProduceArgs {
     /// Zipf exponent.
     #[arg(long, default_value_t = 1.1)]
     pub(crate) skew: f64,
+    /// What each message is keyed by: `user` (the sender or user) or
+    /// `event` (its event_id: even partitions).
+    #[arg(long, value_enum, default_value_t = ProduceKey::User)]
+    pub(crate) key: ProduceKey,
     /// Topic (default: the first configured topic).
     #[arg(long)]
     pub(crate) topic: Option<String>,

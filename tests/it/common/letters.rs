@@ -15,6 +15,8 @@ use super::{Broker, unique};
 #[derive(Debug, Clone)]
 pub struct Letter {
     pub headers: BTreeMap<String, String>,
+    /// The message key (empty when there is none).
+    pub key: Vec<u8>,
     pub payload: Vec<u8>,
 }
 
@@ -83,6 +85,7 @@ pub async fn read_letters(
         }
         read.push(Letter {
             headers,
+            key: m.key().unwrap_or_default().to_vec(),
             payload: m.payload().unwrap_or_default().to_vec(),
         });
     }
