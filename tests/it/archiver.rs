@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use chrono::{Datelike, NaiveDate, TimeZone, Utc};
 use common::postgres::Postgres;
-use common::{Broker, Process, Redis, Setup, get_text, metric_sum, status_of, unique, wait_for};
+use common::{
+    Broker, Process, Redis, Setup, assert_holds, get_text, metric_sum, status_of, unique, wait_for,
+};
 use rankflow::archive::runner::{Archiver, Outcome, Report};
 use rankflow::clock::{SharedClock, SystemClock};
 use rankflow::config::Config;
@@ -880,6 +882,19 @@ async fn run_archives_in_the_background_through_a_postgres_outage() {
         Duration::from_secs(30),
         "/healthz 200 with PostgreSQL down",
         || async { (status_of(&health).await == 200).then_some(()) },
+    )
+    .await;
+    // ...and stays so while the archiver keeps failing (it retries every
+    // interval, each retry another postgres_io error).
+    assert_holds(
+        Duration::from_secs(3),
+        "/healthz 200 with PostgreSQL down",
+        || async {
+            match status_of(&health).await {
+                200 => Ok(()),
+                other => Err(format!("status {other}")),
+            }
+        },
     )
     .await;
     assert_eq!(w.redis.cli(&["EXISTS", &format!("{k}:closed")]).trim(), "1");
