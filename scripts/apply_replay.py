@@ -16,6 +16,9 @@ within 1% run to run. It also checks that two scripts leave the same data.
   scripts/apply_replay.py count OUT DIR...   # instructions per script directory
   scripts/apply_replay.py replay OUT DIR     # one timed replay, and a digest of
                                              # every key it leaves
+  scripts/apply_replay.py prelude [DIR]      # what every call pays before its
+                                             # first instance: the script's
+                                             # function definitions
 
 A DIR holds composite.lua, state.lua, move.lua and apply.lua (copy
 src/sink/lua and edit); "src" means src/sink/lua. Only the apply script is
@@ -221,6 +224,37 @@ def cmd_replay(capture, d):
         proc.terminate()
 
 
+def cmd_prelude(d):
+    """Redis's time per call of the apply script returning at once, and
+    returning right after the definitions of composite.lua, state.lua and
+    move.lua (each call runs the whole chunk, so defines every function
+    again): medians of 7 alternating rounds of 50,000 pipelined calls."""
+    port = free_port()
+    proc, r = start_redis(port)
+    stop = b'if ARGV[1] == "prelude" then return 0 end\n'
+    parts = [open(os.path.join(lua_dir(d), p + ".lua"), "rb").read() for p in PARTS]
+    variants = {
+        "returning at once": stop + b"".join(parts),
+        "after the definitions": b"".join(parts[:3]) + stop + parts[3],
+    }
+    try:
+        shas = {k: r.script_load(v) for k, v in variants.items()}
+        took = {k: [] for k in variants}
+        for _ in range(7):
+            for k, sha in shas.items():
+                pipe = r.pipeline(transaction=False)
+                for _ in range(50_000):
+                    pipe.evalsha(sha, 1, "k", "prelude")
+                r.config_resetstat()
+                pipe.execute()
+                took[k].append(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
+        for k, v in took.items():
+            v.sort()
+            print(f"{d}: {k}: {v[3]:.2f} µs per call (of {v[0]:.2f}–{v[-1]:.2f})")
+    finally:
+        proc.terminate()
+
+
 def main():
     a = sys.argv[1:]
     if len(a) >= 2 and a[0] == "capture":
@@ -229,6 +263,8 @@ def main():
         cmd_count(a[1], a[2:])
     elif len(a) == 3 and a[0] == "replay":
         cmd_replay(a[1], a[2])
+    elif len(a) <= 2 and a and a[0] == "prelude":
+        cmd_prelude(a[1] if len(a) == 2 else "src")
     else:
         sys.exit(__doc__)
 
