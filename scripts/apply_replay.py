@@ -227,24 +227,30 @@ def cmd_replay(capture, d):
 def cmd_prelude(d):
     """Redis's time per call of the apply script returning at once, and
     returning right after the definitions of composite.lua, state.lua and
-    move.lua (each call runs the whole chunk, so defines every function
-    again): medians of 7 alternating rounds of 50,000 pipelined calls."""
+    move.lua (each call runs the whole chunk, so defines its functions
+    again), for a call of plain and period views and for one that needs
+    state.lua's extras: medians of 7 alternating rounds of 50,000
+    pipelined calls."""
     port = free_port()
     proc, r = start_redis(port)
     stop = b'if ARGV[1] == "prelude" then return 0 end\n'
     parts = [open(os.path.join(lua_dir(d), p + ".lua"), "rb").read() for p in PARTS]
+    at_once = r.script_load(stop + b"".join(parts))
+    after = r.script_load(b"".join(parts[:3]) + stop + parts[3])
+    # (script, ARGV after "prelude"): a call of plain and period views, and
+    # one with a window or composite instance ("x<n>", state.lua's extras).
     variants = {
-        "returning at once": stop + b"".join(parts),
-        "after the definitions": b"".join(parts[:3]) + stop + parts[3],
+        "returning at once": (at_once, ["0", "1"]),
+        "after the definitions, plain and period views": (after, ["0", "1"]),
+        "after the definitions, windows or composite": (after, ["0", "x1"]),
     }
     try:
-        shas = {k: r.script_load(v) for k, v in variants.items()}
         took = {k: [] for k in variants}
         for _ in range(7):
-            for k, sha in shas.items():
+            for k, (sha, argv) in variants.items():
                 pipe = r.pipeline(transaction=False)
                 for _ in range(50_000):
-                    pipe.evalsha(sha, 1, "k", "prelude")
+                    pipe.evalsha(sha, 1, "k", "prelude", *argv)
                 r.config_resetstat()
                 pipe.execute()
                 took[k].append(r.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])

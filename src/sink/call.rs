@@ -38,6 +38,10 @@ pub struct Call {
     /// script refuses a call older than an instance's stamp); -1 for calls
     /// that route no member (trims).
     pub(crate) modgen: i64,
+    /// Whether an instance has a window view or a composite rule: the
+    /// script then defines what those need (`extras` in state.lua), which
+    /// a call of plain and period views skips.
+    extras: bool,
 }
 
 /// One instance's keys and arguments, ready to be appended to a call.
@@ -48,6 +52,8 @@ pub(crate) struct Encoded {
     pub(crate) cutoffs: Vec<(usize, i64)>,
     pub(crate) expiries: Vec<(String, i64)>,
     pub(crate) updates: usize,
+    /// [`Call`]'s `extras` for this instance.
+    pub(crate) extras: bool,
 }
 
 /// Groups encoded instances into calls: same group key (slot, or one group
@@ -69,6 +75,7 @@ pub(crate) fn pack(encoded: Vec<(u32, Encoded)>) -> Vec<Call> {
                 expiries: Vec::new(),
                 updates: 0,
                 modgen: -1,
+                extras: false,
             });
         }
         if let Some(c) = calls.last_mut() {
@@ -80,6 +87,7 @@ pub(crate) fn pack(encoded: Vec<(u32, Encoded)>) -> Vec<Call> {
             c.keys.extend(e.keys);
             c.args.extend(e.args);
             c.updates += e.updates;
+            c.extras |= e.extras;
         }
     }
     by_group.into_values().flatten().collect()
@@ -134,7 +142,11 @@ impl Call {
             Some(key) => cmd.arg(key).arg(now).arg(self.modgen),
             None => cmd.arg(now).arg(self.modgen),
         };
-        cmd.arg(self.members.len()).arg(args);
+        match self.extras {
+            true => cmd.arg(format!("x{}", self.members.len())),
+            false => cmd.arg(self.members.len()),
+        };
+        cmd.arg(args);
         cmd
     }
 }

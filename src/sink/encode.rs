@@ -305,7 +305,15 @@ fn encode(
         cutoffs,
         expiries,
         updates,
+        extras: needs_extras(board),
     })
+}
+
+/// Whether the script must define what windows and composite rules need
+/// for this board's instances (`extras` in state.lua; calls without them
+/// skip about 7 µs of definitions each).
+fn needs_extras(board: &Board) -> bool {
+    board.composite.is_some() || board.views.iter().any(|v| matches!(v, ViewSpec::Window(_)))
 }
 
 /// Appends one view's arguments: its kind, expiry, and for a period the
@@ -524,6 +532,7 @@ pub(crate) fn trims(
                 expiries: Vec::new(),
                 // Trimming work is bounded by the script's eviction budget.
                 updates: MAX_UPDATES_PER_CALL / 8,
+                extras: true,
             };
             Some((group_of(grouping, tag), e))
         })
@@ -576,5 +585,75 @@ mod tests {
         want.extend(b"c");
         want.extend(2.5f64.to_le_bytes());
         assert_eq!(plain, want);
+    }
+
+    /// Only boards with a window view or a composite rule make the script
+    /// define state.lua's `extras`, and a call says so in its instance
+    /// count ("x<n>"), which apply.lua reads.
+    #[test]
+    fn only_window_and_composite_boards_mark_their_calls_for_the_extras() {
+        let set = crate::config::test_boards(
+            r#"
+            [[board]]
+            name = "plain"
+            event = "gift"
+            member = "receiver_id"
+            score = "count"
+            periods = ["day", "all"]
+            tie_break = "earliest"
+
+            [[board]]
+            name = "recent"
+            event = "gift"
+            member = "receiver_id"
+            score = "count"
+            windows = ["1h/1m"]
+
+            [[board]]
+            name = "both"
+            event = "score"
+            member = "user_id"
+            periods = ["all"]
+            order_by = [
+              { field = "best", score = "points", aggregate = "max" },
+              { field = "games", score = "1", aggregate = "sum" },
+            ]
+            "#,
+        );
+        let marks: Vec<bool> = set.boards.iter().map(needs_extras).collect();
+        assert_eq!(marks, [false, true, true]);
+        let encoded = |extras: bool| Encoded {
+            member: Member {
+                instance: 0,
+                board: 0,
+            },
+            keys: vec!["k".into()],
+            args: vec![b"a".to_vec()],
+            cutoffs: Vec::new(),
+            expiries: Vec::new(),
+            updates: 1,
+            extras,
+        };
+        // Two instances in one call, the second with or without them.
+        let call = |extras: bool| pack(vec![(0, encoded(false)), (0, encoded(extras))]);
+        let argv3 = |calls: Vec<Call>| -> Vec<String> {
+            calls
+                .iter()
+                .map(|c| {
+                    let cmd = c.command("sha", 5);
+                    // EVALSHA sha numkeys KEYS... now modgen count ...
+                    match cmd.args_iter().nth(3 + c.keys.len() + 2) {
+                        Some(redis::Arg::Simple(a)) => String::from_utf8_lossy(a).into_owned(),
+                        _ => String::new(),
+                    }
+                })
+                .collect()
+        };
+        assert_eq!(argv3(call(false)), ["2"]);
+        assert_eq!(
+            argv3(call(true)),
+            ["x2"],
+            "one instance needing them marks the call"
+        );
     }
 }

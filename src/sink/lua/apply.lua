@@ -18,7 +18,8 @@
 --   (K:t when tie != "n" or agg == "last", never for composite boards;
 --    K:f for composite boards, right after K [, K:t]; K:ord for max/min,
 --    on composite boards when any field is max or min)
--- ARGV  now, modgen, ninstances, then per instance:
+-- ARGV  now, modgen, ninstances ("x<n>" when an instance has a window view
+--       or a composite rule: state.lua's `extras`), then per instance:
 --       agg, tie, fence_expire, ngroups, {field, lo, hi} x ngroups,
 --       nviews, {"p" | "a", expire_at, absum, bound_field
 --                | "w", expire_at, cutoff} x nviews,
@@ -86,7 +87,7 @@ local conflicts = {}
 local moderated = nil
 local a = 4
 local k = 1
-for i = 1, tonumber(ARGV[3]) do
+for i = 1, tonumber(string.match(ARGV[3], "%d+")) do
   local inst = { agg = ARGV[a], tie = string.sub(ARGV[a + 1], 1, 1), fence_expire = tonumber(ARGV[a + 2]), fence = KEYS[k] }
   -- A tie code followed by "-": the board keeps no dense-rank index.
   inst.dense = string.sub(ARGV[a + 1], 2, 2) ~= "-"

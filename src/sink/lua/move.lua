@@ -28,6 +28,10 @@
 -- moderation generation is refused (apply.lua), so no consumer that has
 -- not yet heard of the action writes the member where it no longer is.
 
+-- Defined only in calls that move (state.lua, `extras`); the helpers are
+-- locals of this block.
+local move_member
+if extras then
 -- A member's entries in a window's live buckets: {bucket end, entry text}.
 local function window_entries(view, m)
   local out = {}
@@ -169,7 +173,7 @@ local function parse_rules(inst, code)
   end
 end
 
-local function move_member()
+function move_member()
   local action, m, stamp = ARGV[3], ARGV[4], tonumber(ARGV[5])
   local a, k = 7, 1
   local reply = { 0 }
@@ -252,3 +256,4 @@ local function move_member()
   end
   return reply
 end
+end -- extras

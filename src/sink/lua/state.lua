@@ -12,8 +12,23 @@ local agg, needs_t, uses_ord
 local EVICT_BUDGET = 20000          -- bucket entries evicted per call, so one call stays short
 local CLOSED = -2                   -- the reply's cutoff of a closed period view
 
+-- What windows, composite boards and moves need is defined only in calls
+-- that have them: Redis runs the whole script on every call, and defining
+-- every function took about 10 µs of each call (BENCHMARKS.md), most of a
+-- small call's cost; a Redis Cluster sends hundreds of small calls per
+-- batch. The encoder marks such calls' instance count "x<n>"
+-- (src/sink/call.rs); moves say "move". The definitions below stay where
+-- they were, inside `if extras then ... end`, assigning these locals.
+local extras = ARGV[2] == "move" or string.sub(ARGV[3] or "", 1, 1) == "x"
+local get_state, dense_moved, set_state, remove_state, ctuple_shared, cwrite
+local apply_composite, ordv, ord_prefix, ord_entry, split_vt, evict_entry
+local cordv, cord_prefix, cord_entry, cuses_ord, cbest, cevict
+local wchunk_buckets, wchunk_flush, apply_window_chunk, evict_page, trim
+local apply_window, apply_cwindow
+
+if extras then
 -- Current aggregate (V, T) of a member in a view, or nil.
-local function get_state(view, m)
+function get_state(view, m)
   local t = nil
   if needs_t then
     t = redis.call("HGET", view.t, m)
@@ -30,7 +45,7 @@ end
 -- absent; false too, as Redis replies say it), when the view keeps a
 -- complete index (view.v). The old value's entry goes when no member holds
 -- it any more: one O(log n) look for the first member with that score.
-local function dense_moved(view, oldv, newv)
+function dense_moved(view, oldv, newv)
   local vk = view.v
   if not vk or oldv == newv then return end
   if newv then redis.call("ZADD", vk, num(newv), vtext(newv)) end
@@ -43,7 +58,7 @@ local function dense_moved(view, oldv, newv)
 end
 
 -- oldv: the member's value before (nil when it had none), for the index.
-local function set_state(view, m, oldt, v, t, oldv)
+function set_state(view, m, oldt, v, t, oldv)
   if tie ~= "n" and oldt ~= nil and oldt ~= t then
     redis.call("ZREM", view.key, enc(m, oldt))
   end
@@ -52,13 +67,14 @@ local function set_state(view, m, oldt, v, t, oldv)
   dense_moved(view, oldv, v)
 end
 
-local function remove_state(view, m)
+function remove_state(view, m)
   local v, t = get_state(view, m)
   if v == nil then return end
   redis.call("ZREM", view.key, enc(m, t))
   if needs_t then redis.call("HDEL", view.t, m) end
   dense_moved(view, v, nil)
 end
+end -- extras
 
 -- The aggregate rules; Rust pre-aggregates a batch with the same ones
 -- (src/sink/aggregate.rs), which is sound because each is associative and
@@ -86,10 +102,11 @@ local function combine(V, T, v, t)
   return combine_rule(agg, V, T, v, t)
 end
 
+if extras then
 -- Whether a member other than `stored` (score x) holds its tuple (all
 -- fields equal). Holders of a tuple are contiguous in the board, so one is
 -- next to `stored` if any is: two O(log n) commands, and no count to keep.
-local function ctuple_shared(view, stored, x)
+function ctuple_shared(view, stored, x)
   local r = redis.call("ZRANK", view.key, stored)
   if not r then return false end
   local lo = r - 1
@@ -108,7 +125,7 @@ end
 -- Every write of a composite member goes through here: its old state st
 -- (nil when it had none) is replaced by nst (nil removes the member).
 -- With a complete dense index (view.v), the tuple's entry is kept too.
-local function cwrite(view, m, st, nst)
+function cwrite(view, m, st, nst)
   local old = st and cenc(m, st)
   local oe, ne, kept
   if view.v then
@@ -132,7 +149,7 @@ end
 
 -- One composite update of a period view (fields: per field {value,
 -- time} or false, as decoded). Returns 1 applied, 2 overflow, 0 no change.
-local function apply_composite(view, m, fields)
+function apply_composite(view, m, fields)
   local old = redis.call("HGET", view.f, m)
   local st = {}
   if old then st = cparse(old) end
@@ -167,7 +184,7 @@ end
 
 -- Order-preserving bytes of a double (ascending), for the per-member
 -- best-bucket index of max/min windows.
-local function ordv(v)
+function ordv(v)
   local b = { string.byte(struct.pack(">d", v), 1, 8) }
   if b[1] >= 128 then
     for i = 1, 8 do b[i] = 255 - b[i] end
@@ -180,21 +197,22 @@ local function ordv(v)
   return string.char(unpack(b))
 end
 
-local function ord_prefix(m)
+function ord_prefix(m)
   return string.format("%04x", #m) .. m
 end
 
-local function ord_entry(m, v, t, bend)
+function ord_entry(m, v, t, bend)
   return ord_prefix(m) .. ordv(v) .. string.format("%012x", t) .. bend
 end
 
 -- A bucket entry is "value,time", or just "value" for plain sums, which
 -- never need the time (it saves a sixth of a window's memory).
-local function split_vt(s)
+function split_vt(s)
   local c = string.find(s, ",", 1, true)
   if not c then return tonumber(s), nil end
   return tonumber(string.sub(s, 1, c - 1)), tonumber(string.sub(s, c + 1))
 end
+end -- extras
 
 local function expire_at(key, at)
   if at <= 0 then return end
@@ -220,8 +238,9 @@ local evicted = 0
 local call_evicted = 0
 local evict_more = false
 
+if extras then
 -- Removes one member's entry of an evicted bucket from the window aggregate.
-local function evict_entry(view, m, vt, bend)
+function evict_entry(view, m, vt, bend)
   local bv, bt = split_vt(vt)
   if uses_ord then
     redis.call("ZREM", view.ord, ord_entry(m, bv, bt, bend))
@@ -266,7 +285,7 @@ end
 -- A member without any field left is removed.
 
 -- ordv for one field's rule (ordv reads the instance's `agg`).
-local function cordv(v, rule)
+function cordv(v, rule)
   local b = { string.byte(struct.pack(">d", v), 1, 8) }
   if b[1] >= 128 then
     for i = 1, 8 do b[i] = 255 - b[i] end
@@ -279,21 +298,21 @@ local function cordv(v, rule)
   return string.char(unpack(b))
 end
 
-local function cord_prefix(i, m)
+function cord_prefix(i, m)
   return tostring(i) .. ord_prefix(m)
 end
 
-local function cord_entry(i, m, f, bend)
+function cord_entry(i, m, f, bend)
   return cord_prefix(i, m) .. cordv(f[1], cfields[i].rule) .. string.format("%012x", f[2]) .. bend
 end
 
-local function cuses_ord(i)
+function cuses_ord(i)
   local rule = cfields[i].rule
   return rule == "max" or rule == "min"
 end
 
 -- A max/min field's best (value, time) over the buckets left, or false.
-local function cbest(view, i, m)
+function cbest(view, i, m)
   local p = cord_prefix(i, m)
   local best = redis.call("ZRANGEBYLEX", view.ord, "[" .. p, "(" .. p .. string.rep("\255", 9), "LIMIT", 0, 1)
   if #best == 0 then return false end
@@ -304,7 +323,7 @@ local function cbest(view, i, m)
 end
 
 -- Removes one member's entry (K:f text) of the evicted bucket ending at bend.
-local function cevict(view, m, text, bend)
+function cevict(view, m, text, bend)
   local bst = cparse(text)
   local nb = tonumber(bend)
   local old = redis.call("HGET", view.f, m)
@@ -337,6 +356,7 @@ local function cevict(view, m, text, bend)
   if not changed or not old then return end
   if left then cwrite(view, m, st, nst) else cwrite(view, m, st, nil) end
 end
+end -- extras
 
 -- Whether a new total leaves the exact range. A sum just past 2^53 rounds
 -- onto 2^53 itself, so a total landing exactly there is undone to see
@@ -632,13 +652,15 @@ local function apply_period_chunk(view, U, from, to)
   st_flush(view, c)
   return applied, overflow
 end
+
+if extras then
 -- The buckets a window chunk writes to: bend -> {list, n, idx = m -> j,
 -- v, t, had, dirty} (arrays indexed by the member's place j in list: the
 -- bucket's value and time for the member, whether the bucket held it
 -- before, whether it changed), read with one HMGET per distinct bucket;
 -- bl lists the bucket ends in order of appearance.
 -- Updates of buckets the cutoff already passed are late and left out.
-local function wchunk_buckets(view, U, from, to)
+function wchunk_buckets(view, U, from, to)
   local bs, bl = {}, {}
   local bnum, cutoff = view.bnum, view.cutoff
   local um, ub = U.m, U.b
@@ -679,7 +701,7 @@ end
 -- must find it to subtract it; set after the HSET, as an expiry on a key
 -- not yet there is lost). ninc: member -> new buckets it entered (nl in
 -- order), counted in K:n.
-local function wchunk_flush(view, bs, bl, ninc, nl)
+function wchunk_flush(view, bs, bl, ninc, nl)
   local plain = agg == "sum" and tie == "n"
   for _, bend in ipairs(bl) do
     local b = bs[bend]
@@ -717,7 +739,7 @@ end
 -- A chunk of a sum or last window (max/min keep apply_window: see K:ord).
 -- Same decisions as apply_window, on states read once per chunk.
 -- Returns applied, overflow, late.
-local function apply_window_chunk(view, U, from, to)
+function apply_window_chunk(view, U, from, to)
   local bs, bl = wchunk_buckets(view, U, from, to)
   local c = st_load(view, chunk_members(U, from, to))
   local idx, V, T = c.idx, c.v, c.t
@@ -766,7 +788,7 @@ end
 -- st_flush. A member whose count reaches 0 leaves the window; a sum's
 -- other members lose the bucket's value (a last keeps its value: the
 -- member's latest bucket is still there).
-local function evict_page(view, kv)
+function evict_page(view, kv)
   local ms, vals, seen = {}, {}, {}
   for i = 1, #kv, 2 do
     -- HSCAN may return a field twice; it is one entry.
@@ -803,7 +825,7 @@ end
 -- Evicts the buckets that ended at or before the cutoff, within the budget.
 -- `writes`: the call also applies updates (else it only trims: a read, or
 -- the background trimmer, which must leave no lasting key behind).
-local function trim(view, writes)
+function trim(view, writes)
   local raw = redis.call("GET", view.cut)
   local stored = tonumber(raw or "-1")
   if not writes and redis.call("EXISTS", view.log) == 0 then
@@ -860,7 +882,7 @@ local function trim(view, writes)
 end
 
 -- One update of a window bucket. Returns 1 applied, 2 overflow, 3 late, 0 no change.
-local function apply_window(view, m, dv, dt, bend)
+function apply_window(view, m, dv, dt, bend)
   if view.bnum[bend] <= view.cutoff then return 3 end
   local bkey = view.key .. ":b:" .. bend
   local old = redis.call("HGET", bkey, m)
@@ -901,7 +923,7 @@ end
 -- One composite update of a window bucket (fields as in apply_composite):
 -- each field combines into the bucket's entry and into the window's K:f
 -- by its rule. Returns 1 applied, 2 overflow, 3 late, 0 no change.
-local function apply_cwindow(view, m, fields, bend)
+function apply_cwindow(view, m, fields, bend)
   if view.bnum[bend] <= view.cutoff then return 3 end
   local bkey = view.key .. ":b:" .. bend
   local oldb = redis.call("HGET", bkey, m)
@@ -963,6 +985,7 @@ local function apply_cwindow(view, m, fields, bend)
   if changed then cwrite(view, m, old and st or nil, nst) end
   return 1
 end
+end -- extras
 
 -- Decides, once per view and call, whether this call keeps the view's
 -- dense-rank index: only when it is complete (it exists, or the view has
