@@ -168,34 +168,28 @@ def start_redis(tools, fleet, primaries, tag):
 
 
 def metrics_total(port):
-    """rankflow_events_total over every outcome, and the applied ones."""
+    """rankflow_events_total over every outcome: the events dealt with."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
             text = r.read().decode()
     except OSError:
-        return 0.0, 0.0
-    total = applied = 0.0
-    for line in text.splitlines():
-        if line.startswith("rankflow_events_total"):
-            v = float(line.rsplit(" ", 1)[1])
-            total += v
-            if 'outcome="applied"' in line:
-                applied += v
-    return total, applied
+        return 0.0
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("rankflow_events_total"))
 
 
 def drain(tools, fleet, config, redis_ports, redis_procs, consumers, events, tag):
     """One drain of the whole topic by `consumers` fresh consumers."""
     for p in redis_ports:
         cli(tools, p, "FLUSHALL")
-    urls = ",".join(f"redis://127.0.0.1:{p}" for p in redis_ports[:1])
+    url = f"redis://127.0.0.1:{redis_ports[0]}"  # one node of a cluster is enough
     group = f"scale-{tag}-{time.time_ns()}"
     http = [free_port() for _ in range(consumers)]
     procs = []
     t_start = time.monotonic()
     for i, port in enumerate(http):
         env = dict(tools.env, RANKFLOW_KAFKA_GROUP_ID=group,
-                   RANKFLOW_HTTP_LISTEN=f"127.0.0.1:{port}", RANKFLOW_REDIS_URL=urls,
+                   RANKFLOW_HTTP_LISTEN=f"127.0.0.1:{port}", RANKFLOW_REDIS_URL=url,
                    RUST_LOG="warn")
         procs.append(fleet.spawn(f"rankflow-{tag}-{i}", [tools.rankflow, "run", "-c", config],
                                  env=env))
@@ -205,7 +199,7 @@ def drain(tools, fleet, config, redis_ports, redis_procs, consumers, events, tag
     counts = [0.0] * consumers
     while True:
         now = time.monotonic()
-        counts = [metrics_total(p)[0] for p in http]
+        counts = [metrics_total(p) for p in http]
         done = sum(counts)
         if t_first is None and done > 0:
             t_first = now
@@ -302,8 +296,7 @@ listen = "127.0.0.1:0"
         ports, procs = start_redis(tools, fleet, primaries, tag)
         rates = []
         for d in range(a.drains):
-            r = drain(tools, fleet, os.path.join(fleet.work, "rankflow.toml"), ports, procs,
-                      consumers, a.events, f"{tag}-{d}")
+            r = drain(tools, fleet, config, ports, procs, consumers, a.events, f"{tag}-{d}")
             rates.append(r["rate"])
             pct = lambda xs: " ".join(f"{x * 100:.0f}%" for x in xs)
             print(f"| {primaries} Redis + {consumers} consumers | {d + 1} | {r['rate']:,.0f} "

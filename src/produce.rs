@@ -53,7 +53,7 @@ pub struct Options {
 /// What a message's key is. rankflow's results do not depend on it (sums
 /// commute; `last`, ties and rate checks go by event time); it decides only
 /// how the events spread over partitions, so how evenly a fleet shares them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Key {
     /// The sender or user: one user's events stay in order on one
     /// partition, and a user who sends a large share of the events makes

@@ -63,15 +63,6 @@ pub struct ReleaseArgs {
     pub(crate) source: String,
 }
 
-/// `rankflow produce --key`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProduceKey {
-    /// The sender or user.
-    User,
-    /// The event's event_id.
-    Event,
-}
-
 /// What `rankflow member` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MemberVerb {
@@ -152,8 +143,8 @@ pub struct ProduceArgs {
     pub(crate) skew: f64,
     /// What each message is keyed by: `user` (the sender or user) or
     /// `event` (its event_id: even partitions).
-    #[arg(long, value_enum, default_value_t = ProduceKey::User)]
-    pub(crate) key: ProduceKey,
+    #[arg(long, value_enum, default_value_t = crate::produce::Key::User)]
+    pub(crate) key: crate::produce::Key,
     /// Topic (default: the first configured topic).
     #[arg(long)]
     pub(crate) topic: Option<String>,

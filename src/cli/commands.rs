@@ -21,7 +21,7 @@ use crate::reader::{Query, RankStyle, Reader, ScopeUnion, Unions};
 use crate::sink::store::Store;
 
 use super::args::{
-    ArchiveArgs, Command, MemberArgs, MemberVerb, ProduceArgs, ProduceKey, TopArgs, parse_types,
+    ArchiveArgs, Command, MemberArgs, MemberVerb, ProduceArgs, TopArgs, parse_types,
 };
 use super::describe::describe;
 use super::error::CommandError;
@@ -109,10 +109,7 @@ async fn produce(
         games: args.games,
         types,
         skew: args.skew,
-        key: match args.key {
-            ProduceKey::User => crate::produce::Key::User,
-            ProduceKey::Event => crate::produce::Key::Event,
-        },
+        key: args.key,
         seed: args.seed,
         client,
     };

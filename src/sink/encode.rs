@@ -313,7 +313,7 @@ fn encode(
 /// for this board's instances (`extras` in state.lua; calls without them
 /// skip about 7 µs of definitions each).
 fn needs_extras(board: &Board) -> bool {
-    board.composite.is_some() || board.views.iter().any(|v| matches!(v, ViewSpec::Window(_)))
+    board.composite.is_some() || board.has_windows()
 }
 
 /// Appends one view's arguments: its kind, expiry, and for a period the
