@@ -26,7 +26,9 @@
 //! of the seed-style consumer (this process, `/proc`) and of Redis (`INFO
 //! cpu`) and the commands Redis ran (`INFO commandstats`), next to issue
 //! 32's targets (plain ≥ 40×, windows ≥ 25× at the defaults; ≥ 30× and ≥ 12×
-//! at 2,000-event batches); then where Redis's time went in each rankflow
+//! at 2,000-event batches), and per target the throughput Redis's one
+//! thread allows at the Redis CPU per event measured and at its `ZADD`s
+//! alone (`print_ceilings`); then where Redis's time went in each rankflow
 //! row: per command (`INFO commandstats` usec) and per script call
 //! (`SLOWLOG` with a threshold of 0, only with `BENCH_SLOWLOG=1`: Redis 7
 //! then logs every command scripts call too, which costs it CPU).
@@ -43,6 +45,8 @@
 //! the operator features (a hidden member, a rule and a rate check, a
 //! shadow board) beside the same workload without them, on a second stream
 //! whose event times are 20 ms apart, `BENCH_OPS_ROUNDS` (2) times;
+//! `BENCH_REDIS_CONFIG` (`"name value ..."`) sets Redis settings for the run
+//! (both consumers share its Redis);
 //! `BENCH_BATCHES` picks batch settings (`default,2000/20`: `default` or
 //! `<max_events>/<max_delay_ms>`); `BENCH_MAX_EVENTS` changes the default
 //! setting's batch size; `BENCH_MEMBERS` and `BENCH_RECEIVERS` change the
@@ -376,6 +380,16 @@ async fn main() {
     let events = env_u64("BENCH_EVENTS", 1_000_000);
     let broker = Broker::start();
     let redis = Redis::start();
+    // `BENCH_REDIS_CONFIG="name value ..."`: settings for the run's Redis,
+    // which the seed-style consumer and rankflow share (docs/operations.md,
+    // "Small boards": the listpack limits).
+    let config = std::env::var("BENCH_REDIS_CONFIG").unwrap_or_default();
+    let words: Vec<&str> = config.split_whitespace().collect();
+    for pair in words.chunks(2) {
+        let out = redis.cli(&[&["CONFIG", "SET"][..], pair].concat());
+        assert_eq!(out.trim(), "OK", "CONFIG SET {pair:?}");
+        eprintln!("redis: {}", pair.join(" "));
+    }
     eprintln!(
         "bench pid {}, redis pid {}",
         std::process::id(),
@@ -565,6 +579,7 @@ fn print_summary(events: u64, measured: &[Measured], base: &Baselines) {
         print_row(m.name, &m.batch, &m.run, vs);
     }
     print_operator_ratios(measured);
+    print_ceilings(measured, seed_rate);
     let mut notes = Vec::new();
     if let Some((n, run)) = &base.seed {
         let vs = (
@@ -595,6 +610,35 @@ fn print_summary(events: u64, measured: &[Measured], base: &Baselines) {
     println!(
         "  (CPU µs/ev: rankflow's, or the seed-style consumer's; cmds/ev: Redis commands, script calls included)"
     );
+}
+
+/// What Redis's one thread allows each row with a target, whatever
+/// rankflow does: at the Redis CPU per event measured, Redis alone busy
+/// for a whole second applies `1e6 / µs` events; and the sorted-set writes
+/// alone (`ZADD`, one per distinct member and view in a batch, the least
+/// the documented layout needs, no Lua, fences or index) allow no more
+/// than their own share. A target above the first needs Redis cheaper per
+/// event; above the second, fewer writes per event than the layout takes.
+fn print_ceilings(measured: &[Measured], seed_rate: Option<f64>) {
+    let Some(seed) = seed_rate else { return };
+    for m in measured {
+        let Some(target) = m.target else { continue };
+        let events = m.run.events.max(1.0);
+        let zadd_us = m.commands.get("zadd").map_or(0.0, |s| s.1) / events;
+        let ceiling = |us: f64| 1e6 / us.max(1e-9);
+        println!(
+            "  {} at {}: {target}x needs {:.0} events/s; Redis at {:.2} µs/ev allows {:.0} ({:.1}x), its ZADDs alone ({:.2} µs/ev) {:.0} ({:.1}x)",
+            m.name,
+            m.batch,
+            target * seed,
+            m.run.redis_us(),
+            ceiling(m.run.redis_us()),
+            ceiling(m.run.redis_us()) / seed,
+            zadd_us,
+            ceiling(zadd_us),
+            ceiling(zadd_us) / seed,
+        );
+    }
 }
 
 /// Where Redis's time went in one workload: every command by total time,
