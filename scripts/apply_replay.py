@@ -20,6 +20,11 @@ within 1% run to run. It also checks that two scripts leave the same data.
                                              # first instance: the script's
                                              # function definitions
 
+APPLY_REPLAY_REDIS_ARGS="--name value ..." starts the replay's Redis with
+those settings (e.g. "--hash-max-listpack-entries 64
+--zset-max-listpack-entries 64": BENCHMARKS.md, "Redis's listpack limits");
+`replay` also prints the sum of MEMORY USAGE of every key it leaves.
+
 A DIR holds composite.lua, state.lua, move.lua and apply.lua (copy
 src/sink/lua and edit); "src" means src/sink/lua. Only the apply script is
 swapped: the calls' arguments are replayed as recorded, so a change of the
@@ -137,7 +142,8 @@ def free_port():
 
 def start_redis(port, prefix=()):
     p = subprocess.Popen(
-        [*prefix, "redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+        [*prefix, "redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
+         *os.environ.get("APPLY_REPLAY_REDIS_ARGS", "").split()],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -219,7 +225,9 @@ def cmd_replay(capture, d):
         calls = replay(r, cmds, src)
         usec = r.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0)
         dig, keys = digest(r)
-        print(f"{d}: evalsha {usec / 1e6:.3f} s for {calls} apply calls; data {dig}, {keys} keys")
+        memory = sum(r.memory_usage(k, samples=0) or 0 for k in r.scan_iter(count=1000))
+        print(f"{d}: evalsha {usec / 1e6:.3f} s for {calls} apply calls; data {dig}, {keys} keys, "
+              f"{memory:,} bytes (MEMORY USAGE)")
     finally:
         proc.terminate()
 
