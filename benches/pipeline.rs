@@ -382,7 +382,7 @@ async fn main() {
     let redis = Redis::start();
     // `BENCH_REDIS_CONFIG="name value ..."`: settings for the run's Redis,
     // which the seed-style consumer and rankflow share (docs/operations.md,
-    // "Small boards": the listpack limits).
+    // "Redis's small encodings": the listpack limits).
     let config = std::env::var("BENCH_REDIS_CONFIG").unwrap_or_default();
     let words: Vec<&str> = config.split_whitespace().collect();
     for pair in words.chunks(2) {
