@@ -544,21 +544,22 @@ pub(crate) fn trims(
 mod tests {
     use super::*;
 
-    /// The packed layout of `apply.lua`'s header, built by hand: a window
-    /// view's bucket ends (sorted, each once), then per update the member,
-    /// value, time and 1-based bucket index.
-    #[test]
-    fn a_window_view_packs_its_bucket_ends_once_and_indexes_them() {
-        let set = crate::config::test_boards(
-            r#"
+    /// A board with one window view, for both tests below.
+    const RECENT: &str = r#"
             [[board]]
             name = "recent"
             event = "gift"
             member = "receiver_id"
             score = "count"
             windows = ["1h/1m"]
-            "#,
-        );
+"#;
+
+    /// The packed layout of `apply.lua`'s header, built by hand: a window
+    /// view's bucket ends (sorted, each once), then per update the member,
+    /// value, time and 1-based bucket index.
+    #[test]
+    fn a_window_view_packs_its_bucket_ends_once_and_indexes_them() {
+        let set = crate::config::test_boards(RECENT);
         let members: Vec<Arc<str>> = vec!["ab".into(), "c".into()];
         let entries = vec![
             (1, 120_000, (Agg::new(2.5, 7), None)),
@@ -592,8 +593,7 @@ mod tests {
     /// count ("x<n>"), which apply.lua reads.
     #[test]
     fn only_window_and_composite_boards_mark_their_calls_for_the_extras() {
-        let set = crate::config::test_boards(
-            r#"
+        let plain = r#"
             [[board]]
             name = "plain"
             event = "gift"
@@ -601,14 +601,8 @@ mod tests {
             score = "count"
             periods = ["day", "all"]
             tie_break = "earliest"
-
-            [[board]]
-            name = "recent"
-            event = "gift"
-            member = "receiver_id"
-            score = "count"
-            windows = ["1h/1m"]
-
+            "#;
+        let both = r#"
             [[board]]
             name = "both"
             event = "score"
@@ -618,8 +612,8 @@ mod tests {
               { field = "best", score = "points", aggregate = "max" },
               { field = "games", score = "1", aggregate = "sum" },
             ]
-            "#,
-        );
+            "#;
+        let set = crate::config::test_boards(&[plain, RECENT, both].concat());
         let marks: Vec<bool> = set.boards.iter().map(needs_extras).collect();
         assert_eq!(marks, [false, true, true]);
         let encoded = |extras: bool| Encoded {
